@@ -1,0 +1,35 @@
+// A library loaded at run time (dlopen), so one arfuse binary runs on machines that lack
+// NVRTC, hiprtc, the CUDA driver or HIP, and says clearly which one is missing.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "arfuse/base/error.hpp"
+
+namespace arfuse {
+
+class DynamicLibrary {
+ public:
+  // Opens the first of `candidates` that loads; throws Unavailable naming all of them.
+  DynamicLibrary(std::string what, const std::vector<std::string>& candidates);
+  ~DynamicLibrary();
+  DynamicLibrary(const DynamicLibrary&) = delete;
+  DynamicLibrary& operator=(const DynamicLibrary&) = delete;
+
+  // Throws Unavailable naming the symbol and the library when it is not exported.
+  void* symbol(const char* name) const;
+  template <typename Fn>
+  void bind(Fn*& fn, const char* name) const {
+    fn = reinterpret_cast<Fn*>(symbol(name));
+  }
+  // The file that was loaded, with symbolic links resolved.
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string what_;
+  std::string path_;
+  void* handle_ = nullptr;
+};
+
+}  // namespace arfuse

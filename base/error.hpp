@@ -1,0 +1,66 @@
+// The one family of exceptions arfuse throws. Every public entry point reports bad input or
+// a failed system, compiler or driver call through one of these, never through exit().
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace arfuse {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+// A target the chosen compiler cannot build for (refused before any compile is attempted).
+class UnsupportedTarget : public Error {
+ public:
+  using Error::Error;
+};
+
+// A library, symbol, driver or device that is not there.
+class Unavailable : public Error {
+ public:
+  using Error::Error;
+};
+
+class CompileError : public Error {
+ public:
+  CompileError(const std::string& message, std::string log, std::string name_expression,
+               std::vector<std::string> options)
+      : Error(message + "\n--- compiler log ---\n" + log),
+        log_(std::move(log)),
+        name_expression_(std::move(name_expression)),
+        options_(std::move(options)) {}
+  const std::string& log() const { return log_; }
+  const std::string& name_expression() const { return name_expression_; }
+  const std::vector<std::string>& options() const { return options_; }
+
+ private:
+  std::string log_;
+  std::string name_expression_;
+  std::vector<std::string> options_;
+};
+
+// A CUDA driver / HIP runtime call that failed; code is the vendor's error number.
+class DeviceError : public Error {
+ public:
+  DeviceError(const std::string& message, int code) : Error(message), code_(code) {}
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
+// A peer rank did not arrive at a barrier within the group's timeout.
+class PeerTimeout : public Error {
+ public:
+  PeerTimeout(const std::string& message, int rank) : Error(message), rank_(rank) {}
+  int rank() const { return rank_; }
+
+ private:
+  int rank_;
+};
+
+}  // namespace arfuse

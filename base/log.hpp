@@ -1,0 +1,15 @@
+// Warnings and debug lines on stderr. warn_once() says a thing once per process, for
+// conditions that would otherwise repeat on every call (an untrusted cache folder, a full disk).
+#pragma once
+
+#include <string>
+
+namespace arfuse {
+
+void warn(const std::string& message);
+void warn_once(const std::string& key, const std::string& message);
+// Printed only when ARFUSE_LOG=debug.
+void debug(const std::string& message);
+bool debug_enabled();
+
+}  // namespace arfuse

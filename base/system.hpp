@@ -1,0 +1,37 @@
+// The seam around system calls. Every file and dlopen call in arfuse goes through
+// system_calls(), so tests can make one fail on purpose (disk full, rename refused, a
+// library or symbol missing) without touching the machine.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+
+namespace arfuse {
+
+struct SystemCalls {
+  int (*open)(const char* path, int flags, mode_t mode);
+  ssize_t (*write)(int fd, const void* data, size_t size);
+  int (*fsync)(int fd);
+  int (*rename)(const char* from, const char* to);
+  void* (*dlopen)(const char* file, int flags);
+  void* (*dlsym)(void* handle, const char* name);
+};
+
+// The calls in force; tests may assign members and must restore them (ScopedSystemCalls).
+SystemCalls& system_calls();
+const SystemCalls& real_system_calls();
+
+// Restores the real calls when it goes out of scope.
+class ScopedSystemCalls {
+ public:
+  ScopedSystemCalls() : saved_(system_calls()) {}
+  ~ScopedSystemCalls() { system_calls() = saved_; }
+  ScopedSystemCalls(const ScopedSystemCalls&) = delete;
+  ScopedSystemCalls& operator=(const ScopedSystemCalls&) = delete;
+
+ private:
+  SystemCalls saved_;
+};
+
+}  // namespace arfuse

@@ -1,0 +1,276 @@
+#include "arfuse/cache/disk_cache.hpp"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "arfuse/base/error.hpp"
+#include "arfuse/base/log.hpp"
+#include "arfuse/base/system.hpp"
+
+namespace arfuse::cache {
+namespace {
+
+constexpr const char* kSuffix = ".arfuse";
+
+std::string hex32(const Digest& d) { return to_hex(d).substr(0, 32); }
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// mkdir -p with 0700 for every folder it creates.
+bool make_dirs(const std::string& path, std::string& why) {
+  for (size_t pos = 1; pos <= path.size(); ++pos) {
+    if (pos != path.size() && path[pos] != '/') continue;
+    std::string prefix = path.substr(0, pos);
+    if (::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
+      why = fmt::format("cannot create {}: {}", prefix, std::strerror(errno));
+      return false;
+    }
+  }
+  return true;
+}
+
+// A folder we may trust: ours, and writable by nobody else.
+bool trusted(const std::string& dir, std::string& why) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    why = fmt::format("cannot stat {}: {}", dir, std::strerror(errno));
+    return false;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    why = fmt::format("{} is not a folder", dir);
+    return false;
+  }
+  if (st.st_uid != ::geteuid()) {
+    why = fmt::format("{} is owned by uid {}, not by this user (uid {})", dir, st.st_uid, ::geteuid());
+    return false;
+  }
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    why = fmt::format("{} is writable by group or others (mode {:o})", dir, st.st_mode & 07777);
+    return false;
+  }
+  return true;
+}
+
+bool read_all(const std::string& path, std::vector<std::uint8_t>& bytes) {
+  int fd = system_calls().open(path.c_str(), O_RDONLY | O_CLOEXEC, 0);
+  if (fd < 0) return false;
+  bytes.clear();
+  std::uint8_t buffer[1 << 16];
+  while (true) {
+    ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      return false;
+    }
+    if (n == 0) break;
+    bytes.insert(bytes.end(), buffer, buffer + n);
+  }
+  ::close(fd);
+  return true;
+}
+
+bool write_all(int fd, const std::vector<std::uint8_t>& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = system_calls().write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += size_t(n);
+  }
+  return true;
+}
+
+std::string unique_suffix() {
+  static thread_local std::mt19937_64 rng(std::random_device{}() ^ (std::uint64_t(::getpid()) << 32));
+  return fmt::format("{}.{:016x}", ::getpid(), rng());
+}
+
+}  // namespace
+
+std::string default_cache_dir() {
+  if (const char* d = std::getenv("ARFUSE_CACHE_DIR"); d != nullptr && d[0] != '\0') return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && x[0] != '\0') return std::string(x) + "/arfuse";
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr && home[0] != '\0' ? home : "/tmp") + "/.cache/arfuse";
+}
+
+std::uint64_t default_max_bytes() {
+  const char* v = std::getenv("ARFUSE_CACHE_MAX_BYTES");
+  if (v == nullptr || v[0] == '\0') return kDefaultMaxBytes;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0' || v[0] == '-') {
+    throw Error(fmt::format("ARFUSE_CACHE_MAX_BYTES='{}' is not a byte count (a whole number, e.g. 1073741824)", v));
+  }
+  return n;
+}
+
+DiskCache::DiskCache(std::string dir, std::uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {
+  while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
+  std::string why;
+  if (!make_dirs(dir_, why) || !trusted(dir_, why)) {
+    problem_ = why;
+    warn_once("cache-untrusted:" + dir_, fmt::format("kernel cache {} is not used ({}); compiling in memory only", dir_, why));
+    return;
+  }
+  readable_ = true;
+  writable_ = ::access(dir_.c_str(), W_OK) == 0;
+  if (!writable_) disable_writes(fmt::format("{} is not writable: {}", dir_, std::strerror(errno)));
+}
+
+void DiskCache::disable_writes(const std::string& why) {
+  writable_ = false;
+  problem_ = why;
+  warn_once("cache-unwritable:" + dir_, fmt::format("kernel cache {}: {}; new kernels are kept in memory only", dir_, why));
+}
+
+std::string DiskCache::entry_name(const Digest& source, const Digest& full) {
+  return hex32(source) + "-" + hex32(full) + kSuffix;
+}
+
+bool DiskCache::read_entry(const std::string& path, CacheEntry& entry, std::string& problem) {
+  std::vector<std::uint8_t> bytes;
+  if (!read_all(path, bytes)) {
+    problem = fmt::format("cannot read: {}", std::strerror(errno));
+    return false;
+  }
+  return deserialize(bytes, entry, problem);
+}
+
+std::optional<CacheEntry> DiskCache::load_verified(const std::string& path, const Digest* expected_key) {
+  CacheEntry entry;
+  std::string problem;
+  if (::access(path.c_str(), F_OK) != 0) return std::nullopt;
+  bool ok = read_entry(path, entry, problem);
+  if (ok && expected_key != nullptr && entry.key != *expected_key) {
+    ok = false;
+    problem = "key in the header does not match the file name";
+  }
+  if (!ok) {
+    ++rejected_;
+    warn(fmt::format("removing bad cache entry {}: {}", path, problem));
+    ::unlink(path.c_str());
+    return std::nullopt;
+  }
+  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // a hit refreshes the LRU time
+  return entry;
+}
+
+std::optional<CacheEntry> DiskCache::get(const Digest& source, const Digest& full) {
+  if (!readable_) return std::nullopt;
+  auto e = load_verified(dir_ + "/" + entry_name(source, full), &full);
+  ++(e ? hits_ : misses_);
+  return e;
+}
+
+std::optional<CacheEntry> DiskCache::get_any(const Digest& source) {
+  if (!readable_) return std::nullopt;
+  const std::string prefix = hex32(source) + "-";
+  std::vector<EntryInfo> candidates;
+  for (auto& info : list()) {
+    if (info.file_name.compare(0, prefix.size(), prefix) == 0) candidates.push_back(info);
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const EntryInfo& a, const EntryInfo& b) { return a.last_use_ns > b.last_use_ns; });
+  for (const auto& c : candidates) {
+    if (auto e = load_verified(c.path, nullptr)) {
+      ++hits_;
+      return e;
+    }
+  }
+  ++misses_;
+  return std::nullopt;
+}
+
+bool DiskCache::put(const Digest& source, const CacheEntry& entry) {
+  if (!writable_) return false;
+  const std::string final_path = dir_ + "/" + entry_name(source, entry.key);
+  const std::string temp_path = dir_ + "/.tmp-" + entry_name(source, entry.key) + "." + unique_suffix();
+  const auto bytes = serialize(entry);
+  int fd = system_calls().open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    disable_writes(fmt::format("cannot create {}: {}", temp_path, std::strerror(errno)));
+    return false;
+  }
+  bool ok = write_all(fd, bytes);
+  int saved = errno;
+  if (ok && system_calls().fsync(fd) != 0) ok = false, saved = errno;
+  ::close(fd);
+  if (ok && system_calls().rename(temp_path.c_str(), final_path.c_str()) != 0) ok = false, saved = errno;
+  if (!ok) {
+    ::unlink(temp_path.c_str());
+    disable_writes(fmt::format("cannot write {}: {}", final_path, std::strerror(saved)));
+    return false;
+  }
+  ++writes_;
+  if (total_bytes() > max_bytes_) prune(max_bytes_);
+  return true;
+}
+
+std::vector<EntryInfo> DiskCache::list() const {
+  std::vector<EntryInfo> out;
+  if (!readable_) return out;
+  DIR* d = ::opendir(dir_.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.empty() || name[0] == '.' || !ends_with(name, kSuffix)) continue;
+    EntryInfo info;
+    info.path = dir_ + "/" + name;
+    info.file_name = name;
+    struct stat st {};
+    if (::stat(info.path.c_str(), &st) != 0) continue;  // removed by another process meanwhile
+    info.bytes = std::uint64_t(st.st_size);
+    info.last_use_ns = std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    out.push_back(info);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end(), [](const EntryInfo& a, const EntryInfo& b) { return a.file_name < b.file_name; });
+  return out;
+}
+
+std::uint64_t DiskCache::total_bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& e : list()) total += e.bytes;
+  return total;
+}
+
+int DiskCache::prune(std::uint64_t max_bytes) {
+  auto entries = list();
+  std::sort(entries.begin(), entries.end(),
+            [](const EntryInfo& a, const EntryInfo& b) { return a.last_use_ns < b.last_use_ns; });
+  std::uint64_t total = 0;
+  for (const auto& e : entries) total += e.bytes;
+  int removed = 0;
+  for (const auto& e : entries) {
+    if (total <= max_bytes) break;
+    if (::unlink(e.path.c_str()) == 0 || errno == ENOENT) total -= e.bytes, ++removed, ++evictions_;
+  }
+  return removed;
+}
+
+int DiskCache::clear() {
+  int removed = 0;
+  for (const auto& e : list()) removed += ::unlink(e.path.c_str()) == 0 ? 1 : 0;
+  return removed;
+}
+
+DiskCacheStats DiskCache::stats() const {
+  return DiskCacheStats{hits_.load(), misses_.load(), rejected_.load(), writes_.load(), evictions_.load()};
+}
+
+}  // namespace arfuse::cache

@@ -1,0 +1,65 @@
+// KernelCache: KernelSpec -> compiled code, through three layers:
+//   memory (this process) -> disk (DiskCache, verified) -> compile (jit backend) + publish.
+// Thread-safe; concurrent requests for one missing kernel compile it once. A process whose
+// compiler is missing (or with compile disabled) is served from disk by source key alone.
+#pragma once
+
+#include <cstdint>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "arfuse/cache/disk_cache.hpp"
+#include "arfuse/jit/compiler.hpp"
+#include "arfuse/jit/kernel_spec.hpp"
+
+namespace arfuse::cache {
+
+struct CacheOptions {
+  std::string dir = default_cache_dir();
+  std::uint64_t max_bytes = default_max_bytes();
+  bool use_disk = true;
+  // False: never load a compiler, serve only what the disk has (ARFUSE_COMPILE=0 also).
+  bool allow_compile = true;
+};
+
+enum class CodeOrigin { memory, disk, compiled };
+const char* to_string(CodeOrigin origin);
+
+struct CompiledKernel {
+  jit::KernelSpec spec;
+  jit::BlockShape block{};
+  CacheEntry entry;
+  CodeOrigin origin = CodeOrigin::compiled;
+  std::string compile_log;
+};
+
+struct KernelCacheStats {
+  std::uint64_t memory_hits = 0, disk_hits = 0, compiled = 0;
+};
+
+class KernelCache {
+ public:
+  explicit KernelCache(CacheOptions options = {});
+
+  // Throws CompileError, UnsupportedTarget, Unavailable (no compiler and nothing on disk).
+  CompiledKernel get(const jit::KernelSpec& spec);
+
+  DiskCache* disk() { return disk_.get(); }
+  KernelCacheStats stats() const;
+  // The compiler for a vendor, loaded on first use; throws Unavailable.
+  std::shared_ptr<const jit::Compiler> compiler(jit::Vendor vendor);
+
+ private:
+  std::shared_ptr<const CompiledKernel> produce(const jit::Source& source, const jit::Compiler& backend);
+
+  CacheOptions options_;
+  std::unique_ptr<DiskCache> disk_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_future<std::shared_ptr<const CompiledKernel>>> memory_;
+  std::uint64_t memory_hits_ = 0, disk_hits_ = 0, compiled_ = 0;
+};
+
+}  // namespace arfuse::cache

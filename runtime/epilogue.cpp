@@ -1,0 +1,56 @@
+#include "arfuse/runtime/epilogue.hpp"
+
+#include <algorithm>
+
+#include "arfuse/runtime/validate.hpp"
+
+namespace arfuse {
+
+using detail::require_pointer;
+
+unsigned row_grid(const LaunchableKernel& k, const Device& device, int tokens) {
+  const int resident = std::max(1, k.max_blocks_per_multiprocessor) * device.multiprocessors();
+  return unsigned(std::min(tokens, resident));
+}
+
+void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
+  const auto& k = ctx.kernel(ctx.spec(jit::Module::rmsnorm_quant, a.hidden, a.dtype, a.quant, a.norm));
+  detail::require_tokens(a.tokens);
+  detail::require_eps(a.eps);
+  if (a.tokens == 0) return;
+  require_pointer(a.input, "input", "(the reduced tensor)");
+  require_pointer(a.residual_in, "residual_in", "(the residual add)");
+  require_pointer(a.residual_out, "residual_out", "(the updated residual)");
+  require_pointer(a.weight, "weight", "(the norm weight)");
+  require_pointer(a.out, "out", "(the normalised output)");
+  if (a.quant != jit::Quant::none) require_pointer(a.scales, "scales", "with FP8 output");
+  if (a.quant == jit::Quant::fp8_mirror) require_pointer(a.mirror, "mirror", "with quant fp8_mirror");
+  const void* in = a.input;
+  const void* res_in = a.residual_in;
+  void* res_out = a.residual_out;
+  const void* weight = a.weight;
+  float eps = a.eps;
+  void* out = a.out;
+  float* scales = a.scales;
+  void* mirror = a.mirror;
+  int tokens = a.tokens;
+  void* params[] = {&in, &res_in, &res_out, &weight, &eps, &out, &scales, &mirror, &tokens};
+  k.kernel.launch(row_grid(k, ctx.device(), a.tokens), stream, params);
+}
+
+void token_quant(Context& ctx, const TokenQuantArgs& a, const Stream& stream) {
+  const auto& k = ctx.kernel(ctx.spec(jit::Module::token_quant, a.hidden, a.dtype));
+  detail::require_tokens(a.tokens);
+  if (a.tokens == 0) return;
+  require_pointer(a.input, "input", "(the tensor to quantise)");
+  require_pointer(a.out, "out", "(the fp8 output)");
+  require_pointer(a.scales, "scales", "(the per-token scales)");
+  const void* in = a.input;
+  void* out = a.out;
+  float* scales = a.scales;
+  int tokens = a.tokens;
+  void* params[] = {&in, &out, &scales, &tokens};
+  k.kernel.launch(row_grid(k, ctx.device(), a.tokens), stream, params);
+}
+
+}  // namespace arfuse

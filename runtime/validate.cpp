@@ -1,0 +1,34 @@
+#include "arfuse/runtime/validate.hpp"
+
+#include <cmath>
+#include <cstdint>
+
+#include <fmt/format.h>
+
+#include "arfuse/base/error.hpp"
+
+namespace arfuse::detail {
+
+void require_pointer(const void* p, const char* name, const std::string& why_needed) {
+  if (p == nullptr) throw Error(fmt::format("{} is null; it is required {}", name, why_needed));
+  require_aligned(p, name);
+}
+
+void require_aligned(const void* p, const char* name) {
+  if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) {
+    throw Error(fmt::format("{} ({}) is not 16-byte aligned; every tensor must be", name, p));
+  }
+}
+
+void require_tokens(int tokens, int capacity) {
+  if (tokens < 0) throw Error(fmt::format("tokens is {}; it must be 0 or more", tokens));
+  if (capacity >= 0 && tokens > capacity) {
+    throw Error(fmt::format("tokens is {}, more than the capacity of {} the group was created with", tokens, capacity));
+  }
+}
+
+void require_eps(float eps) {
+  if (!std::isfinite(eps) || eps < 0.0f) throw Error(fmt::format("eps is {}; it must be finite and >= 0", eps));
+}
+
+}  // namespace arfuse::detail

@@ -1,0 +1,154 @@
+// The epilogue for one token row, shared by every kernel: residual add, RMSNorm (ordinary or
+// Gemma) and optional per-token FP8 quantisation, steps 2-7 of the numeric contract
+// (shared/design.md). Each thread owns VPT vectors of 8 elements, vector index
+// tid + k * THREADS, so the order of every sum depends only on H and the block shape.
+#pragma once
+
+#include "platform.cuh"
+
+namespace arfuse {
+
+enum QuantMode { kQuantNone = 0, kQuantFp8 = 1, kQuantFp8Mirror = 2 };
+enum NormMode { kNormRms = 0, kNormGemma = 1 };
+
+// Shared memory for the two block reductions: one partial per warp, plus the broadcast slot.
+struct ReduceScratch {
+  float sum[kWarpSize + 1];
+  float amax[kWarpSize + 1];
+};
+
+__device__ __forceinline__ float warp_sum(float v) {
+  // Butterfly: every lane ends with the same value, and a + b == b + a bit for bit.
+#pragma unroll
+  for (int mask = kWarpSize / 2; mask > 0; mask >>= 1) v += shuffle_xor(v, mask);
+  return v;
+}
+
+// max that keeps NaN: the contract wants NaN to reach the scale rule, not to vanish.
+__device__ __forceinline__ float max_keep_nan(float a, float b) { return (a != a || a > b) ? a : b; }
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int mask = kWarpSize / 2; mask > 0; mask >>= 1) v = max_keep_nan(v, shuffle_xor(v, mask));
+  return v;
+}
+
+// Cross-warp step: the first warp loads the per-warp partials (lanes without one load 0, the
+// identity for these nonnegative partials) and reduces them with shuffles. No thread folds
+// partials serially.
+template <int THREADS, bool IS_MAX>
+__device__ __forceinline__ float block_reduce(float v, float* partials) {
+  constexpr int kWarps = THREADS / kWarpSize;
+  static_assert(THREADS % kWarpSize == 0 && kWarps <= kWarpSize, "block shape");
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  v = IS_MAX ? warp_max(v) : warp_sum(v);
+  if (lane == 0) partials[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float p = lane < kWarps ? partials[lane] : 0.0f;
+    p = IS_MAX ? warp_max(p) : warp_sum(p);
+    if (lane == 0) partials[kWarpSize] = p;
+  }
+  __syncthreads();
+  return partials[kWarpSize];
+}
+
+template <int H, int THREADS>
+__device__ __forceinline__ bool owns_vector(int k) {
+  return threadIdx.x + k * THREADS < H / 8;
+}
+
+// Step 7 for a row that is already y: amax, scale = amax > 0 ? amax / max : 1, q = fp8(y / scale).
+template <typename T, int H, int THREADS, int VPT>
+__device__ __forceinline__ void quantize_row(const float (&y)[VPT][8], u8* out, float* scale_out,
+                                             ReduceScratch& scratch) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    if (!owns_vector<H, THREADS>(k)) continue;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) amax = max_keep_nan(amax, fabsf(y[k][j]));
+  }
+  amax = block_reduce<THREADS, true>(amax, scratch.amax);
+  const float scale = amax > 0.0f ? amax / kFp8Max : 1.0f;
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    if (!owns_vector<H, THREADS>(k)) continue;
+    Vec8 q;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const u32 lo = fp8x2(y[k][4 * i] / scale, y[k][4 * i + 1] / scale);
+      const u32 hi = fp8x2(y[k][4 * i + 2] / scale, y[k][4 * i + 3] / scale);
+      q.w[i] = lo | (hi << 16);
+    }
+    store8(out + (threadIdx.x + k * THREADS) * 8, q);
+  }
+  if (threadIdx.x == 0) *scale_out = scale;
+}
+
+// Outputs of one row; pointers already offset to the row. `out` is T (no quant) or fp8 bytes.
+template <typename T>
+struct RowOutputs {
+  const T* residual_in;
+  T* residual_out;
+  void* out;
+  float* scale;  // one float, quant modes only
+  T* mirror;     // kQuantFp8Mirror only
+};
+
+// x holds ar = T(fold) widened (step 1 done by the caller); g holds f(w) or f(w) + 1.
+template <typename T, int H, int THREADS, int VPT, int QUANT>
+__device__ __forceinline__ void epilogue_row(float (&x)[VPT][8], const float (&g)[VPT][8],
+                                             float eps, const RowOutputs<T>& row,
+                                             ReduceScratch& scratch) {
+  // Step 2: res = T(ar + residual_in) -> residual_out.
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    if (!owns_vector<H, THREADS>(k)) continue;
+    const int vec = threadIdx.x + k * THREADS;
+    float r[8];
+    unpack8<T>(load16(row.residual_in + vec * 8), r);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) x[k][j] = round_to<T>(x[k][j] + r[j]);
+    store16(row.residual_out + vec * 8, pack8<T>(x[k]));
+  }
+  // Step 3: ss, thread-local fmaf chain in element order, then the fixed block tree.
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    if (!owns_vector<H, THREADS>(k)) continue;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ss = fmaf(x[k][j], x[k][j], ss);
+  }
+  ss = block_reduce<THREADS, false>(ss, scratch.sum);
+  // Step 4: IEEE division and sqrt (the JIT never passes fast-math options).
+  const float inv = 1.0f / sqrtf(ss / float(H) + eps);
+  // Step 6: y = T((res * inv) * g).
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    if (!owns_vector<H, THREADS>(k)) continue;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) x[k][j] = round_to<T>((x[k][j] * inv) * g[k][j]);
+    const int vec = threadIdx.x + k * THREADS;
+    if (QUANT == kQuantNone) store16(static_cast<T*>(row.out) + vec * 8, pack8<T>(x[k]));
+    if (QUANT == kQuantFp8Mirror) store16(row.mirror + vec * 8, pack8<T>(x[k]));
+  }
+  // Step 7.
+  if (QUANT != kQuantNone) quantize_row<T, H, THREADS, VPT>(x, static_cast<u8*>(row.out), row.scale, scratch);
+}
+
+// g = f(w) or f(w) + 1 for the vectors this thread owns; loaded once per block.
+template <typename T, int H, int THREADS, int VPT, int NORM>
+__device__ __forceinline__ void load_gain(const T* weight, float (&g)[VPT][8]) {
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    if (!owns_vector<H, THREADS>(k)) continue;
+    unpack8<T>(load16(weight + (threadIdx.x + k * THREADS) * 8), g[k]);
+    if (NORM == kNormGemma) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) g[k][j] = g[k][j] + 1.0f;
+    }
+  }
+}
+
+}  // namespace arfuse

@@ -1,0 +1,166 @@
+// Fused all-reduce + epilogue across the W ranks of a node, and the plain all-reduce.
+//
+// Every rank runs the same grid; block b of every rank handles the same rows and meets only
+// block b of its peers at barriers, so no grid-wide synchronisation is needed.
+//
+// One stage:  entry barrier | each rank folds every row from all staging buffers | epilogue |
+//             exit barrier.
+// Two stages: entry barrier | rank r folds its share of the rows and pushes the T-rounded
+//             sums into every rank's gather buffer | middle barrier | epilogue over all rows
+//             from the local gather buffer | exit barrier.
+// Both fold x0 + x1 + ... + x(W-1) in rank order, never rotated, so every rank, both stages
+// and the standalone kernels give the same bits. The exit barrier keeps a rank from
+// overwriting its staging (or a peer's gather) buffer while a peer still reads it.
+#pragma once
+
+#include "epilogue.cuh"
+#include "signal.cuh"
+
+namespace arfuse {
+
+// Announces `epoch` to every peer's slot for this block, then waits until every peer has
+// announced it here. Wrap-safe: a counter compares by signed difference. On timeout, writes
+// the error word naming the rank that did not arrive and returns false.
+template <int W>
+__device__ __forceinline__ bool cross_rank_barrier(const PeerBuffers& peers, int rank, u32 epoch,
+                                                   u64 timeout_ns, u32 kind, int& failed) {
+  __syncthreads();  // this block's reads and writes before the barrier are complete
+  if (threadIdx.x < W) {
+    const int peer = threadIdx.x;
+    // Release: the staging/gather writes ordered before it by __syncthreads() are visible to
+    // the peer before it sees the flag.
+    store_release_system(&peers.signal[peer]->flag[blockIdx.x][rank], epoch);
+    const u32* mine = &peers.signal[rank]->flag[blockIdx.x][peer];
+    const u64 start = clock_ns();
+    // Acquire: once the peer's epoch is seen, its writes before its release are visible.
+    while (int(load_acquire_system(mine) - epoch) < 0) {
+      if (clock_ns() - start > timeout_ns) {
+        record_error(&peers.signal[rank]->error, signal_error_code(kind, blockIdx.x, peer));
+        failed = 1;
+        break;
+      }
+    }
+  }
+  __syncthreads();  // the acquiring threads' view is now the whole block's
+  return failed == 0;
+}
+
+// acc = T( ((f(x0) + f(x1)) + f(x2)) + ... ), for the vectors this thread owns.
+template <typename T, int H, int THREADS, int VPT, int W>
+__device__ __forceinline__ void fold_row(const PeerBuffers& peers, long long offset,
+                                         float (&acc)[VPT][8]) {
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    if (!owns_vector<H, THREADS>(k)) continue;
+    const long long element = offset + (threadIdx.x + k * THREADS) * 8;
+    Vec16 v[W];
+#pragma unroll
+    for (int r = 0; r < W; ++r) v[r] = load_shared_l2(static_cast<const T*>(peers.staging[r]) + element);
+    unpack8<T>(v[0], acc[k]);
+#pragma unroll
+    for (int r = 1; r < W; ++r) {
+      float t[8];
+      unpack8<T>(v[r], t);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[k][j] += t[j];
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[k][j] = round_to<T>(acc[k][j]);
+  }
+}
+
+template <typename T, int H, int THREADS, int VPT>
+__device__ __forceinline__ void load_row(const T* row, float (&x)[VPT][8]) {
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    if (owns_vector<H, THREADS>(k)) unpack8<T>(load_shared_l2(row + (threadIdx.x + k * THREADS) * 8), x[k]);
+  }
+}
+
+template <typename T, int H, int THREADS, int VPT>
+__device__ __forceinline__ void store_row(T* row, const float (&x)[VPT][8]) {
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    if (owns_vector<H, THREADS>(k)) store16(row + (threadIdx.x + k * THREADS) * 8, pack8<T>(x[k]));
+  }
+}
+
+struct FusedArgs {
+  PeerBuffers peers;
+  int rank;
+  int tokens;
+  const void* residual_in;
+  void* residual_out;
+  const void* weight;
+  float eps;
+  void* out;      // T, or fp8 bytes in the quant modes
+  float* scales;  // [tokens], quant modes
+  void* mirror;   // T [tokens, H], kQuantFp8Mirror
+  u64 timeout_ns;
+};
+
+// The result of one reduced row: the epilogue, or (plain all-reduce) the sum itself.
+template <typename T, int H, int THREADS, int VPT, int QUANT, bool EPILOGUE>
+__device__ __forceinline__ void finish_row(const FusedArgs& a, int row, float (&x)[VPT][8],
+                                           const float (&g)[VPT][8], ReduceScratch& scratch) {
+  const long long offset = (long long)row * H;
+  if (!EPILOGUE) {
+    store_row<T, H, THREADS, VPT>(static_cast<T*>(a.out) + offset, x);
+    return;
+  }
+  RowOutputs<T> outputs;
+  outputs.residual_in = static_cast<const T*>(a.residual_in) + offset;
+  outputs.residual_out = static_cast<T*>(a.residual_out) + offset;
+  outputs.out = QUANT == kQuantNone ? static_cast<void*>(static_cast<T*>(a.out) + offset)
+                                    : static_cast<void*>(static_cast<u8*>(a.out) + offset);
+  outputs.scale = a.scales + row;
+  outputs.mirror = static_cast<T*>(a.mirror) + (QUANT == kQuantFp8Mirror ? offset : 0);
+  epilogue_row<T, H, THREADS, VPT, QUANT>(x, g, a.eps, outputs, scratch);
+}
+
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int W, int STAGE, bool EPILOGUE>
+__global__ void __launch_bounds__(THREADS) fused_ar_kernel(FusedArgs a) {
+  static_assert(W >= 2 && W <= kMaxWorld, "world size");
+  static_assert(STAGE == 1 || STAGE == 2, "stage");
+  __shared__ ReduceScratch scratch;
+  __shared__ int failed;
+  if (threadIdx.x == 0) failed = 0;
+  Signal* self = a.peers.signal[a.rank];
+  u32 epoch = self->epoch[blockIdx.x];  // read by all before any write (the write is last)
+  float g[VPT][8];
+  if (EPILOGUE) load_gain<T, H, THREADS, VPT, NORM>(static_cast<const T*>(a.weight), g);
+
+  if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierEntry, failed)) {
+    if (STAGE == 1) {
+      for (int row = blockIdx.x; row < a.tokens; row += gridDim.x) {
+        float x[VPT][8];
+        fold_row<T, H, THREADS, VPT, W>(a.peers, (long long)row * H, x);
+        finish_row<T, H, THREADS, VPT, QUANT, EPILOGUE>(a, row, x, g, scratch);
+      }
+    } else {
+      const int share = (a.tokens + W - 1) / W;
+      const int first = a.rank * share, last = min(a.tokens, first + share);
+      for (int row = first + blockIdx.x; row < last; row += gridDim.x) {
+        float x[VPT][8];
+        fold_row<T, H, THREADS, VPT, W>(a.peers, (long long)row * H, x);
+#pragma unroll
+        for (int r = 0; r < W; ++r) store_row<T, H, THREADS, VPT>(static_cast<T*>(a.peers.gather[r]) + (long long)row * H, x);
+      }
+      if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierMiddle, failed)) {
+        // The rows block b of every rank pushed, and no others: block b's barrier covers them.
+        for (int r = 0; r < W; ++r) {
+          const int begin = r * share, end = min(a.tokens, begin + share);
+          for (int row = begin + blockIdx.x; row < end; row += gridDim.x) {
+            float x[VPT][8];
+            load_row<T, H, THREADS, VPT>(static_cast<const T*>(a.peers.gather[a.rank]) + (long long)row * H, x);
+            finish_row<T, H, THREADS, VPT, QUANT, EPILOGUE>(a, row, x, g, scratch);
+          }
+        }
+      }
+    }
+    if (!failed) cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierExit, failed);
+  }
+  if (threadIdx.x == 0) self->epoch[blockIdx.x] = epoch;
+}
+
+}  // namespace arfuse

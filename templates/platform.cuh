@@ -1,0 +1,229 @@
+// The one file in templates/ that knows the vendor. Everything vendor-specific that the
+// kernels need lives here: integer types, warp size and shuffles, fences and scoped atomics,
+// the clock, 16-byte loads that bypass L1, and f16/bf16/fp8 conversions.
+//
+// The JIT defines, from the target (jit/render.cpp):
+//   ARFUSE_VENDOR_NVIDIA or ARFUSE_VENDOR_AMD
+//   ARFUSE_WARP_SIZE      32 or 64
+//   ARFUSE_FP8_FNUZ       1 for e4m3fnuz (max 240, gfx942), 0 for e4m3fn (max 448)
+//   ARFUSE_HW_FP8         1 where the hardware converts f32 -> e4m3 (NVIDIA sm_89+)
+// No toolkit header is included, so a compile is fast and the same on every machine.
+#pragma once
+
+#if !defined(ARFUSE_VENDOR_NVIDIA) && !defined(ARFUSE_VENDOR_AMD)
+#error "arfuse templates are compiled through arfuse::jit, which defines the vendor"
+#endif
+
+namespace arfuse {
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+constexpr int kWarpSize = ARFUSE_WARP_SIZE;
+
+// Storage types; the kernels never do arithmetic in them, only widen and round.
+struct f16_t { u16 bits; };
+struct bf16_t { u16 bits; };
+
+// 16 bytes: 8 elements of f16/bf16, the unit every kernel loads and stores.
+struct alignas(16) Vec16 { u32 w[4]; };
+struct alignas(8) Vec8 { u32 w[2]; };
+
+__device__ __forceinline__ float bits_to_float(u32 b) { return __uint_as_float(b); }
+__device__ __forceinline__ u32 float_to_bits(float f) { return __float_as_uint(f); }
+
+// ---- shuffles ---------------------------------------------------------------------------
+
+__device__ __forceinline__ float shuffle_xor(float v, int lane_mask) {
+#if defined(ARFUSE_VENDOR_NVIDIA)
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+#else
+  return __shfl_xor(v, lane_mask, kWarpSize);
+#endif
+}
+
+// ---- memory order -----------------------------------------------------------------------
+
+// Store with release semantics at system scope: every write this block made before the
+// preceding __syncthreads() is visible to a peer (another GPU or process) that acquires it.
+__device__ __forceinline__ void store_release_system(u32* address, u32 value) {
+#if defined(ARFUSE_VENDOR_NVIDIA)
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(address), "r"(value) : "memory");
+#else
+  __atomic_store_n(address, value, __ATOMIC_RELEASE);  // HIP's default scope is system
+#endif
+}
+
+// Load with acquire semantics at system scope: after it (and the __syncthreads() that
+// follows), this block sees every write the releasing peer made before its release.
+__device__ __forceinline__ u32 load_acquire_system(const u32* address) {
+  u32 value;
+#if defined(ARFUSE_VENDOR_NVIDIA)
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
+#else
+  value = __atomic_load_n(address, __ATOMIC_ACQUIRE);
+#endif
+  return value;
+}
+
+// Records the first error only, so the host sees the original cause, not its echoes.
+__device__ __forceinline__ void record_error(u32* address, u32 code) { atomicCAS(address, 0u, code); }
+
+// Nanoseconds from a clock that runs at a fixed rate, for barrier timeouts.
+__device__ __forceinline__ u64 clock_ns() {
+#if defined(ARFUSE_VENDOR_NVIDIA)
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#else
+  return __builtin_amdgcn_s_memrealtime() * 10ull;  // 100 MHz real-time counter
+#endif
+}
+
+// 16-byte load of data another rank wrote in this kernel: served from L2 (coherent for all
+// ranks), never from a stale L1 line.
+__device__ __forceinline__ Vec16 load_shared_l2(const void* address) {
+  Vec16 v;
+#if defined(ARFUSE_VENDOR_NVIDIA)
+  asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+               : "l"(address)
+               : "memory");
+#else
+  // The acquire at system scope before this load invalidated the vector L0/L1 caches.
+  const volatile u32* words = static_cast<const volatile u32*>(address);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v.w[i] = words[i];
+#endif
+  return v;
+}
+
+__device__ __forceinline__ Vec16 load16(const void* address) { return *static_cast<const Vec16*>(address); }
+__device__ __forceinline__ void store16(void* address, const Vec16& v) { *static_cast<Vec16*>(address) = v; }
+__device__ __forceinline__ void store8(void* address, const Vec8& v) { *static_cast<Vec8*>(address) = v; }
+
+// ---- f16 / bf16 -------------------------------------------------------------------------
+
+__device__ __forceinline__ float widen(bf16_t x) { return bits_to_float(u32(x.bits) << 16); }
+
+__device__ __forceinline__ float widen(f16_t x) {
+#if defined(ARFUSE_VENDOR_NVIDIA)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
+  return f;
+#else
+  return float(__builtin_bit_cast(_Float16, x.bits));
+#endif
+}
+
+// Round to nearest even; every NaN becomes the canonical 0x7fff, so results do not depend on
+// how the hardware propagates NaN payloads.
+__device__ __forceinline__ bf16_t round_bf16(float f) {
+  u32 b = float_to_bits(f);
+  if (f != f) return bf16_t{u16(0x7fff)};
+  b += 0x7fffu + ((b >> 16) & 1u);
+  return bf16_t{u16(b >> 16)};
+}
+
+__device__ __forceinline__ f16_t round_f16(float f) {
+  if (f != f) return f16_t{u16(0x7fff)};
+#if defined(ARFUSE_VENDOR_NVIDIA)
+  u16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return f16_t{h};
+#else
+  return f16_t{__builtin_bit_cast(u16, static_cast<_Float16>(f))};
+#endif
+}
+
+template <typename T> struct Round;
+template <> struct Round<bf16_t> {
+  __device__ __forceinline__ static bf16_t apply(float f) { return round_bf16(f); }
+};
+template <> struct Round<f16_t> {
+  __device__ __forceinline__ static f16_t apply(float f) { return round_f16(f); }
+};
+
+// T(f): the value of f rounded to T, widened back (what the contract calls T()).
+template <typename T>
+__device__ __forceinline__ float round_to(float f) { return widen(Round<T>::apply(f)); }
+
+// The 8 elements of a Vec16, widened.
+template <typename T>
+__device__ __forceinline__ void unpack8(const Vec16& v, float (&out)[8]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = widen(T{u16(v.w[i] & 0xffffu)});
+    out[2 * i + 1] = widen(T{u16(v.w[i] >> 16)});
+  }
+}
+
+// Rounds 8 floats to T and packs them.
+template <typename T>
+__device__ __forceinline__ Vec16 pack8(const float (&in)[8]) {
+  Vec16 v;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    v.w[i] = u32(Round<T>::apply(in[2 * i]).bits) | (u32(Round<T>::apply(in[2 * i + 1]).bits) << 16);
+  }
+  return v;
+}
+
+// ---- fp8 e4m3 ---------------------------------------------------------------------------
+
+#if ARFUSE_FP8_FNUZ
+constexpr float kFp8Max = 240.0f;
+#else
+constexpr float kFp8Max = 448.0f;
+#endif
+
+// f32 -> e4m3fn / e4m3fnuz, round to nearest even, saturating to +-max (Inf too); NaN -> the
+// format's NaN. Integer and exact float operations only, so it is the same on every target.
+__device__ __forceinline__ u32 fp8_software(float f) {
+#if ARFUSE_FP8_FNUZ
+  constexpr int kBias = 8;
+  constexpr u32 kNaN = 0x80u, kMaxCode = 0x7fu;
+#else
+  constexpr int kBias = 7;
+  constexpr u32 kNaN = 0x7fu, kMaxCode = 0x7eu;
+#endif
+  if (f != f) return kNaN;
+  const u32 bits = float_to_bits(f);
+  const u32 sign = (bits >> 24) & 0x80u;
+  const float a = bits_to_float(bits & 0x7fffffffu);
+  u32 code;
+  if (a >= kFp8Max) {
+    code = kMaxCode;
+  } else if (a < bits_to_float(u32(127 + 1 - kBias) << 23)) {
+    // Subnormal range: multiply by 2^(bias + 2) (exact), round to an integer by adding and
+    // subtracting 2^23 (exact round-to-nearest-even under IEEE arithmetic).
+    const float scaled = a * bits_to_float(u32(127 + kBias + 2) << 23);
+    code = u32((scaled + 8388608.0f) - 8388608.0f);
+  } else {
+    // Normal range: keep 3 mantissa bits, rounding the 20 dropped bits to nearest even; a
+    // carry moves into the exponent as it should.
+    const u32 abs_bits = bits & 0x7fffffffu;
+    const u32 rounded = (abs_bits + 0x7ffffu + ((abs_bits >> 20) & 1u)) >> 20;
+    code = rounded - (u32(127 - kBias) << 3);
+    if (code > kMaxCode) code = kMaxCode;
+  }
+#if ARFUSE_FP8_FNUZ
+  if (code == 0) return 0;  // fnuz has no negative zero: 0x80 is its NaN
+#endif
+  return sign | code;
+}
+
+// Two conversions packed as (second << 8) | first.
+__device__ __forceinline__ u32 fp8x2(float first, float second) {
+#if ARFUSE_HW_FP8 && defined(ARFUSE_VENDOR_NVIDIA)
+  u16 packed;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(packed) : "f"(second), "f"(first));
+  return packed;
+#else
+  return fp8_software(first) | (fp8_software(second) << 8);
+#endif
+}
+
+}  // namespace arfuse

@@ -1,0 +1,52 @@
+// Standalone epilogue kernels, for use after an all-reduce done elsewhere (NCCL/RCCL):
+//   rmsnorm_quant_kernel: steps 2-7 of the contract on an already reduced tensor `in`;
+//   token_quant_kernel:   step 7 alone (per-token FP8) on a tensor that already is y, which is
+//                         how the mirror output of the fused kernel quantises to the same bytes.
+// One block per row, blocks stride over the rows.
+#pragma once
+
+#include "epilogue.cuh"
+
+namespace arfuse {
+
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM>
+__global__ void __launch_bounds__(THREADS)
+rmsnorm_quant_kernel(const T* in, const T* residual_in, T* residual_out, const T* weight,
+                     float eps, void* out, float* scales, T* mirror, int tokens) {
+  __shared__ ReduceScratch scratch;
+  float g[VPT][8];
+  load_gain<T, H, THREADS, VPT, NORM>(weight, g);
+  for (int row = blockIdx.x; row < tokens; row += gridDim.x) {
+    const long long offset = (long long)row * H;
+    float x[VPT][8];
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+      if (owns_vector<H, THREADS>(k)) unpack8<T>(load16(in + offset + (threadIdx.x + k * THREADS) * 8), x[k]);
+    }
+    RowOutputs<T> outputs;
+    outputs.residual_in = residual_in + offset;
+    outputs.residual_out = residual_out + offset;
+    outputs.out = QUANT == kQuantNone ? static_cast<void*>(static_cast<T*>(out) + offset)
+                                      : static_cast<void*>(static_cast<u8*>(out) + offset);
+    outputs.scale = scales + row;
+    outputs.mirror = QUANT == kQuantFp8Mirror ? mirror + offset : mirror;
+    epilogue_row<T, H, THREADS, VPT, QUANT>(x, g, eps, outputs, scratch);
+  }
+}
+
+template <typename T, int H, int THREADS, int VPT>
+__global__ void __launch_bounds__(THREADS)
+token_quant_kernel(const T* in, u8* out, float* scales, int tokens) {
+  __shared__ ReduceScratch scratch;
+  for (int row = blockIdx.x; row < tokens; row += gridDim.x) {
+    const long long offset = (long long)row * H;
+    float y[VPT][8];
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+      if (owns_vector<H, THREADS>(k)) unpack8<T>(load16(in + offset + (threadIdx.x + k * THREADS) * 8), y[k]);
+    }
+    quantize_row<T, H, THREADS, VPT>(y, out + offset, scales + row, scratch);
+  }
+}
+
+}  // namespace arfuse
