@@ -142,6 +142,11 @@ std::string DiskCache::entry_name(const Digest& source, const Digest& full) {
   return hex32(source) + "-" + hex32(full) + kSuffix;
 }
 
+bool DiskCache::name_matches_key(const std::string& file_name, const Digest& full) {
+  const size_t dash = file_name.find('-');
+  return dash != std::string::npos && file_name.compare(dash + 1, 32, hex32(full)) == 0;
+}
+
 bool DiskCache::read_entry(const std::string& path, CacheEntry& entry, std::string& problem) {
   std::vector<std::uint8_t> bytes;
   if (!read_all(path, bytes)) {
@@ -156,7 +161,8 @@ std::optional<CacheEntry> DiskCache::load_verified(const std::string& path, cons
   std::string problem;
   if (::access(path.c_str(), F_OK) != 0) return std::nullopt;
   bool ok = read_entry(path, entry, problem);
-  if (ok && expected_key != nullptr && entry.key != *expected_key) {
+  const std::string name = path.substr(path.rfind('/') + 1);
+  if (ok && ((expected_key != nullptr && entry.key != *expected_key) || !name_matches_key(name, entry.key))) {
     ok = false;
     problem = "key in the header does not match the file name";
   }

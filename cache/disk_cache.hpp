@@ -58,6 +58,8 @@ class DiskCache {
   DiskCacheStats stats() const;
 
   static std::string entry_name(const Digest& source, const Digest& full);
+  // Whether an entry file's name carries this full key (a renamed or copied file does not).
+  static bool name_matches_key(const std::string& file_name, const Digest& full);
   // Reads and verifies one file; false with `problem` when it is bad.
   static bool read_entry(const std::string& path, CacheEntry& entry, std::string& problem);
 

@@ -70,6 +70,7 @@ float f16_to_float(std::uint16_t bits) {
 std::uint16_t float_to_f16(float value) {
   if (std::isnan(value)) return 0x7fff;
   const std::uint16_t sign = std::signbit(value) ? 0x8000 : 0;
+  if (std::isinf(value)) return sign | 0x7c00;
   const double a = std::fabs(double(value));
   if (a < std::ldexp(1.0, -14)) {
     // Subnormal: an exact scaling, then round-to-nearest-even to an integer (0..1024).

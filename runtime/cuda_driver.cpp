@@ -54,6 +54,8 @@ Driver bind_driver(const DynamicLibrary& lib) {
   lib.bind(d.cuEventSynchronize, "cuEventSynchronize");
   lib.bind(d.cuEventElapsedTime, "cuEventElapsedTime");
   lib.bind(d.cuStreamWaitEvent, "cuStreamWaitEvent");
+  lib.bind(d.cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer");
+  lib.bind(d.cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess");
   return d;
 }
 

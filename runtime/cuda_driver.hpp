@@ -28,6 +28,7 @@ constexpr int kStreamNonBlocking = 1;
 constexpr int kCaptureModeThreadLocal = 1;
 constexpr int kErrorNotReady = 600;
 constexpr int kErrorNoDevice = 100;
+constexpr int kErrorPeerAccessAlreadyEnabled = 704;
 
 struct Driver {
   CUresult (*cuInit)(unsigned);
@@ -71,6 +72,8 @@ struct Driver {
   CUresult (*cuEventSynchronize)(CUevent);
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
   CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
+  CUresult (*cuDeviceCanAccessPeer)(int*, CUdevice, CUdevice);
+  CUresult (*cuCtxEnablePeerAccess)(CUcontext, unsigned);
 };
 
 // Loads and initialises the driver once; throws arfuse::Unavailable when there is no driver

@@ -41,6 +41,19 @@ Device::Device(int ordinal) : ordinal_(ordinal) {
 
 void Device::make_current() const { check(driver().cuCtxSetCurrent(context_), "cuCtxSetCurrent"); }
 
+void Device::enable_peer_access(const Device& peer) const {
+  if (peer.handle_ == handle_) return;
+  int can = 0;
+  check(driver().cuDeviceCanAccessPeer(&can, handle_, peer.handle_), "cuDeviceCanAccessPeer");
+  if (!can) {
+    throw Error(fmt::format("device {} cannot access device {} directly (no P2P path); use the NCCL path",
+                            ordinal_, peer.ordinal_));
+  }
+  make_current();
+  cuda::CUresult r = driver().cuCtxEnablePeerAccess(peer.context_, 0);
+  if (r != cuda::kErrorPeerAccessAlreadyEnabled) check(r, "cuCtxEnablePeerAccess");
+}
+
 DeviceBuffer::DeviceBuffer(const Device& device, std::size_t bytes) : device_(&device), bytes_(bytes) {
   if (bytes == 0) throw Error("a device buffer of 0 bytes was requested");
   device.make_current();

@@ -85,20 +85,6 @@ __device__ __forceinline__ void store_row(T* row, const float (&x)[VPT][8]) {
   }
 }
 
-struct FusedArgs {
-  PeerBuffers peers;
-  int rank;
-  int tokens;
-  const void* residual_in;
-  void* residual_out;
-  const void* weight;
-  float eps;
-  void* out;      // T, or fp8 bytes in the quant modes
-  float* scales;  // [tokens], quant modes
-  void* mirror;   // T [tokens, H], kQuantFp8Mirror
-  u64 timeout_ns;
-};
-
 // The result of one reduced row: the epilogue, or (plain all-reduce) the sum itself.
 template <typename T, int H, int THREADS, int VPT, int QUANT, bool EPILOGUE>
 __device__ __forceinline__ void finish_row(const FusedArgs& a, int row, float (&x)[VPT][8],

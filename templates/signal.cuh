@@ -44,4 +44,19 @@ struct PeerBuffers {
   Signal* signal[kMaxWorld];
 };
 
+// The one kernel parameter of fused_ar_kernel; the host fills it (runtime/group.cpp).
+struct FusedArgs {
+  PeerBuffers peers;
+  int rank;
+  int tokens;
+  const void* residual_in;
+  void* residual_out;
+  const void* weight;
+  float eps;
+  void* out;      // T, or fp8 bytes in the quant modes
+  float* scales;  // [tokens], quant modes
+  void* mirror;   // T [tokens, H], kQuantFp8Mirror
+  unsigned long long timeout_ns;
+};
+
 }  // namespace arfuse

@@ -1,0 +1,148 @@
+#include "arfuse/jit/spec_set.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "arfuse/base/error.hpp"
+
+namespace arfuse::jit {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& path, const std::string& what) {
+  throw Error(fmt::format("config {}: {}", path, what));
+}
+
+// The field as a list of values (a scalar is a list of one).
+std::vector<json> as_list(const json& v, const std::string& path) {
+  if (v.is_array()) {
+    if (v.empty()) bad(path, "an empty list selects nothing; omit the field to take all values");
+    return std::vector<json>(v.begin(), v.end());
+  }
+  return {v};
+}
+
+template <typename Enum, typename Parse>
+std::vector<Enum> enum_field(const json& entry, const char* key, const std::string& path, const std::vector<Enum>& all, Parse parse) {
+  if (!entry.contains(key)) return all;
+  std::vector<Enum> out;
+  int i = 0;
+  for (const auto& v : as_list(entry[key], path + "." + key)) {
+    const std::string p = fmt::format("{}.{}[{}]", path, key, i++);
+    if (!v.is_string()) bad(p, fmt::format("{} must be a string", v.dump()));
+    try {
+      out.push_back(parse(v.template get<std::string>()));
+    } catch (const Error& e) {
+      bad(p, e.what());
+    }
+  }
+  return out;
+}
+
+std::vector<int> int_field(const json& entry, const char* key, const std::string& path, const std::vector<int>& all) {
+  if (!entry.contains(key)) return all;
+  std::vector<int> out;
+  int i = 0;
+  for (const auto& v : as_list(entry[key], path + "." + key)) {
+    const std::string p = fmt::format("{}.{}[{}]", path, key, i++);
+    if (!v.is_number_integer()) bad(p, fmt::format("{} must be a whole number", v.dump()));
+    out.push_back(v.get<int>());
+  }
+  return out;
+}
+
+void expand(Module m, const std::vector<int>& hidden, const std::vector<DType>& dtypes, const std::vector<Quant>& quants,
+            const std::vector<Norm>& norms, const std::vector<int>& worlds, const std::vector<int>& stages,
+            const std::vector<Target>& targets, const std::string& path, std::vector<KernelSpec>& out) {
+  const std::vector<Quant> q = uses_quant(m) ? quants : std::vector<Quant>{Quant::none};
+  const std::vector<Norm> n = uses_norm(m) ? norms : std::vector<Norm>{Norm::rms};
+  const std::vector<int> w = uses_world(m) ? worlds : std::vector<int>{1};
+  const std::vector<int> s = uses_world(m) ? stages : std::vector<int>{1};
+  for (const auto& target : targets)
+    for (int h : hidden)
+      for (DType d : dtypes)
+        for (Quant qq : q)
+          for (Norm nn : n)
+            for (int ww : w)
+              for (int ss : s) {
+                KernelSpec spec;
+                spec.module = m, spec.hidden = h, spec.dtype = d, spec.quant = qq, spec.norm = nn;
+                spec.world = ww, spec.stage = ss, spec.target = target;
+                try {
+                  spec.validate();
+                } catch (const Error& e) {
+                  bad(path, e.what());
+                }
+                out.push_back(spec);
+              }
+}
+
+}  // namespace
+
+const std::vector<int>& default_hidden_sizes() {
+  static const std::vector<int> v{2048, 2880, 4096, 5120, 6144, 7168, 8192};
+  return v;
+}
+
+const std::vector<int>& default_world_sizes() {
+  static const std::vector<int> v{2, 4, 8};
+  return v;
+}
+
+std::vector<KernelSpec> default_specs(const std::vector<Target>& targets) {
+  std::vector<KernelSpec> out;
+  for (Module m : all_modules()) {
+    expand(m, default_hidden_sizes(), all_dtypes(), all_quants(), all_norms(), default_world_sizes(), {1, 2}, targets,
+           "(default set)", out);
+  }
+  return out;
+}
+
+SpecSet parse_spec_set(const json& config, const std::vector<Target>& targets) {
+  if (!config.is_object()) bad("$", "must be an object with \"specs\" (and optionally \"targets\")");
+  for (auto& [key, value] : config.items()) {
+    if (key != "specs" && key != "targets") bad("$." + key, "unknown key; allowed are specs, targets");
+  }
+  SpecSet set;
+  std::vector<Target> use = targets;
+  if (config.contains("targets")) {
+    int i = 0;
+    for (const auto& t : as_list(config["targets"], "$.targets")) {
+      const std::string p = fmt::format("$.targets[{}]", i++);
+      if (!t.is_string()) bad(p, fmt::format("{} must be a string such as \"sm_90\"", t.dump()));
+      try {
+        Target::parse(t.get<std::string>());
+      } catch (const Error& e) {
+        bad(p, e.what());
+      }
+      set.targets.push_back(t.get<std::string>());
+    }
+    if (use.empty()) {
+      for (const auto& t : set.targets) use.push_back(Target::parse(t));
+    }
+  }
+  if (!config.contains("specs") || !config["specs"].is_array()) bad("$.specs", "must be a list of spec objects");
+  static const std::vector<std::string> keys{"module", "hidden", "dtype", "quant", "norm", "world", "stage"};
+  for (size_t i = 0; i < config["specs"].size(); ++i) {
+    const json& entry = config["specs"][i];
+    const std::string path = fmt::format("$.specs[{}]", i);
+    if (!entry.is_object()) bad(path, "must be an object");
+    for (auto& [key, value] : entry.items()) {
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        bad(path + "." + key, "unknown key; allowed are module, hidden, dtype, quant, norm, world, stage");
+      }
+    }
+    const auto modules = enum_field(entry, "module", path, all_modules(), parse_module);
+    for (Module m : modules) {
+      expand(m, int_field(entry, "hidden", path, default_hidden_sizes()), enum_field(entry, "dtype", path, all_dtypes(), parse_dtype),
+             enum_field(entry, "quant", path, all_quants(), parse_quant), enum_field(entry, "norm", path, all_norms(), parse_norm),
+             int_field(entry, "world", path, default_world_sizes()), int_field(entry, "stage", path, {1, 2}), use, path, set.specs);
+    }
+  }
+  return set;
+}
+
+}  // namespace arfuse::jit

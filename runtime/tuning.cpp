@@ -1,0 +1,102 @@
+#include "arfuse/runtime/tuning.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "arfuse/base/error.hpp"
+#include "arfuse/jit/kernel_spec.hpp"
+
+namespace arfuse {
+namespace {
+
+// Measured defaults: see docs/performance-notes.md. A target missing here falls back to the
+// "default" entry.
+constexpr const char* kEmbedded = R"({
+  "version": 1,
+  "measured": "sm_90 values from virtual ranks on one H200 (2026-12-02); not yet tuned on NVLink",
+  "targets": {
+    "default": {"2": {"two_stage_min_bytes": 4194304},
+                "4": {"two_stage_min_bytes": 2097152},
+                "8": {"two_stage_min_bytes": 1048576}}
+  }
+})";
+
+[[noreturn]] void bad(const std::string& origin, const std::string& path, const std::string& what) {
+  throw Error(fmt::format("tuning table {}: {}: {}", origin, path, what));
+}
+
+}  // namespace
+
+TuningTable TuningTable::parse(const std::string& text, const std::string& origin) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("tuning table {} is not valid JSON: {}", origin, e.what()));
+  }
+  TuningTable t;
+  t.origin_ = origin;
+  if (!j.is_object()) bad(origin, "$", "must be an object");
+  for (auto& [key, value] : j.items()) {
+    if (key != "version" && key != "targets" && key != "measured") {
+      bad(origin, "$." + key, "unknown key; allowed are version, targets, measured");
+    }
+  }
+  if (!j.contains("version") || j["version"] != 1) bad(origin, "$.version", "must be 1");
+  if (!j.contains("targets") || !j["targets"].is_object()) bad(origin, "$.targets", "must be an object");
+  for (auto& [target, worlds] : j["targets"].items()) {
+    const std::string tpath = "$.targets." + target;
+    if (!worlds.is_object()) bad(origin, tpath, "must be an object keyed by world size");
+    for (auto& [world_text, entry] : worlds.items()) {
+      const std::string wpath = tpath + "." + world_text;
+      int world = 0;
+      try {
+        size_t used = 0;
+        world = std::stoi(world_text, &used);
+        if (used != world_text.size()) throw std::invalid_argument("");
+      } catch (const std::exception&) {
+        bad(origin, wpath, "a world size must be a number from 2 to 8");
+      }
+      if (world < jit::kMinWorld || world > jit::kMaxWorldSize) bad(origin, wpath, "a world size must be from 2 to 8");
+      if (!entry.is_object() || entry.size() != 1 || !entry.contains("two_stage_min_bytes")) {
+        bad(origin, wpath, "must be {\"two_stage_min_bytes\": N}");
+      }
+      const auto& n = entry["two_stage_min_bytes"];
+      if (!n.is_number_unsigned()) bad(origin, wpath + ".two_stage_min_bytes", fmt::format("{} is not a byte count >= 0", n.dump()));
+      t.thresholds_[target][world] = n.get<std::uint64_t>();
+    }
+  }
+  return t;
+}
+
+TuningTable TuningTable::embedded_default() { return parse(kEmbedded, "(embedded default)"); }
+
+TuningTable TuningTable::from_environment() {
+  const char* path = std::getenv("ARFUSE_TUNING");
+  if (path == nullptr || path[0] == '\0') return embedded_default();
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("ARFUSE_TUNING={} cannot be read", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse(text.str(), path);
+}
+
+std::uint64_t TuningTable::two_stage_min_bytes(const std::string& target, int world) const {
+  for (const std::string& key : {target, std::string("default")}) {
+    auto t = thresholds_.find(key);
+    if (t == thresholds_.end()) continue;
+    auto w = t->second.find(world);
+    if (w != t->second.end()) return w->second;
+  }
+  return UINT64_MAX;  // no entry: always one stage
+}
+
+int TuningTable::stage_for(const std::string& target, int world, std::uint64_t bytes) const {
+  return bytes >= two_stage_min_bytes(target, world) ? 2 : 1;
+}
+
+}  // namespace arfuse

@@ -1,0 +1,62 @@
+// Shared helpers for the tests: random tensors in raw bits, poison, comparisons that report
+// the first mismatch, and a device available check for [gpu] tests.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "arfuse/jit/kernel_spec.hpp"
+#include "arfuse/reference/model.hpp"
+
+namespace arfuse::test {
+
+using reference::Bits16;
+
+// Values of roughly unit scale with a spread of magnitudes (and signs), rounded to dtype.
+inline Bits16 random_tensor(std::mt19937& rng, std::size_t n, jit::DType dtype, float scale = 1.0f) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  Bits16 out(n);
+  for (auto& v : out) v = reference::narrow(normal(rng), dtype);
+  return out;
+}
+
+inline std::mt19937 fresh_rng() {
+  static std::random_device device;
+  const unsigned seed = device();
+  UNSCOPED_INFO("random seed " << seed);
+  return std::mt19937(seed);
+}
+
+// Index of the first difference, or -1.
+template <typename T>
+long first_difference(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return long(i);
+  }
+  return -1;
+}
+
+template <typename T>
+void require_bits_equal(const std::vector<T>& got, const std::vector<T>& expected, const std::string& what, int hidden) {
+  const long i = first_difference(got, expected);
+  if (i >= 0) {
+    FAIL(what << ": first mismatch at element " << i << " (row " << i / hidden << ", column " << i % hidden
+              << "): got " << double(got[size_t(i)]) << " expected " << double(expected[size_t(i)]) << " of "
+              << expected.size());
+  }
+  SUCCEED(what << " bit-identical (" << expected.size() << " elements)");
+}
+
+inline void require_scales_equal(const std::vector<float>& got, const std::vector<float>& expected, const std::string& what) {
+  const long i = first_difference(got, expected);
+  if (i >= 0) FAIL(what << ": scale of row " << i << " is " << got[size_t(i)] << ", expected " << expected[size_t(i)]);
+  SUCCEED(what << " scales bit-identical");
+}
+
+}  // namespace arfuse::test

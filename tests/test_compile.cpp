@@ -1,0 +1,101 @@
+// [cpu] Every rmsnorm_quant spec compiles with NVRTC for sm_90; a representative set with
+// hiprtc for the AMD ISAs this machine's hiprtc supports; unsupported targets are refused
+// before any compile is attempted.
+#include "arfuse/base/error.hpp"
+#include "arfuse/jit/compiler.hpp"
+#include "arfuse/jit/spec_set.hpp"
+#include "support.hpp"
+
+using namespace arfuse;
+using namespace arfuse::jit;
+using Catch::Contains;
+
+TEST_CASE("render: self-contained program, name expression, options", "[cpu][jit]") {
+  const Source src = render(KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8/gemma/sm_90"));
+  CHECK(src.name_expression == "arfuse::rmsnorm_quant_kernel<arfuse::bf16_t, 6144, 384, 2, 1, 1>");
+  CHECK(src.text.find("#include") == std::string::npos);
+  REQUIRE(src.templates.size() == 3);
+  CHECK(src.templates[0].name == "rmsnorm_quant.cuh");
+  CHECK(src.templates[1].name == "epilogue.cuh");
+  CHECK(src.templates[2].name == "platform.cuh");
+  CHECK(src.options[0] == "--gpu-architecture=sm_90");
+  CHECK(std::find(src.options.begin(), src.options.end(), "--fmad=false") != src.options.end());
+  const Source amd = render(KernelSpec::parse("fused_ar/h2880/f16/fp8/rms/w4/s2/gfx942"));
+  CHECK(amd.options[0] == "--offload-arch=gfx942");
+  CHECK(std::find(amd.options.begin(), amd.options.end(), "-DARFUSE_WARP_SIZE=64") != amd.options.end());
+  CHECK(std::find(amd.options.begin(), amd.options.end(), "-DARFUSE_FP8_FNUZ=1") != amd.options.end());
+  CHECK(amd.templates.size() == 4);
+}
+
+TEST_CASE("NVRTC compiles every rmsnorm_quant and token_quant spec for sm_90", "[cpu][nvrtc]") {
+  auto nvrtc = nvrtc_compiler();
+  INFO(nvrtc->identity());
+  CHECK_THAT(nvrtc->identity(), Contains("nvrtc"));
+  const int hidden = GENERATE(from_range(default_hidden_sizes()));
+  const DType dtype = GENERATE(DType::f16, DType::bf16);
+  for (Quant quant : all_quants()) {
+    for (Norm norm : all_norms()) {
+      KernelSpec s;
+      s.module = Module::rmsnorm_quant, s.hidden = hidden, s.dtype = dtype, s.quant = quant, s.norm = norm;
+      CAPTURE(s.text());
+      const CompiledCode code = nvrtc->compile(render(s));
+      REQUIRE(code.payload.size() > 1000);
+      REQUIRE(code.lowered_name.rfind("_Z", 0) == 0);  // a mangled template instance
+    }
+  }
+  KernelSpec tq = KernelSpec::parse("token_quant/h6144/bf16/sm_90");
+  tq.hidden = hidden, tq.dtype = dtype;
+  REQUIRE(nvrtc->compile(render(tq)).payload.size() > 1000);
+}
+
+TEST_CASE("hiprtc compiles a representative set for gfx90a (wave64) and gfx1030 (wave32)", "[cpu][hiprtc]") {
+  auto hiprtc = hiprtc_compiler();
+  INFO(hiprtc->identity());
+  const std::string target = GENERATE(as<std::string>{}, "gfx90a", "gfx1030");
+  for (const char* body : {"rmsnorm_quant/h2880/f16/fp8_mirror/gemma/", "rmsnorm_quant/h6144/bf16/none/rms/",
+                           "token_quant/h5120/bf16/", "fused_ar/h6144/bf16/fp8/rms/w4/s1/", "fused_ar/h8192/f16/fp8_mirror/gemma/w8/s2/",
+                           "allreduce/h4096/bf16/w2/s2/"}) {
+    const std::string spec = body + target;
+    CAPTURE(spec);
+    const CompiledCode code = hiprtc->compile(render(KernelSpec::parse(spec)));
+    REQUIRE(code.payload.size() > 1000);
+    REQUIRE(!code.lowered_name.empty());
+  }
+}
+
+TEST_CASE("unsupported targets are refused before compiling, with the supported list", "[cpu][nvrtc][hiprtc]") {
+  auto hiprtc = hiprtc_compiler();
+  // Debian's hiprtc 5.2 aborts the process on these; the refusal must come first.
+  for (const char* t : {"gfx942", "gfx1100", "gfx950", "gfx1250"}) {
+    CAPTURE(t);
+    REQUIRE_THROWS_AS(hiprtc->compile(render(KernelSpec::parse(std::string("token_quant/h6144/bf16/") + t))), UnsupportedTarget);
+  }
+  REQUIRE_THROWS_WITH(hiprtc->compile(render(KernelSpec::parse("token_quant/h6144/bf16/gfx942"))),
+                      Contains("gfx942 is not supported") && Contains("gfx90a"));
+  auto nvrtc = nvrtc_compiler();
+  REQUIRE_THROWS_AS(nvrtc->compile(render(KernelSpec::parse("token_quant/h6144/bf16/gfx90a"))), UnsupportedTarget);
+  REQUIRE_THROWS_WITH(nvrtc->compile(render(KernelSpec::parse("token_quant/h6144/bf16/sm_71"))), Contains("sm_90"));
+}
+
+TEST_CASE("a failing compile carries the log, the name expression and the options", "[cpu][nvrtc]") {
+  Source src = render(KernelSpec::parse("token_quant/h6144/bf16/sm_90"));
+  src.text += "\nthis is not C++;\n";
+  try {
+    nvrtc_compiler()->compile(src);
+    FAIL("the compile did not fail");
+  } catch (const CompileError& e) {
+    CHECK_THAT(e.log(), Contains("error"));
+    CHECK(e.name_expression() == src.name_expression);
+    CHECK(e.options() == src.options);
+    CHECK_THAT(e.what(), Contains("token_quant/h6144/bf16/sm_90"));
+  }
+}
+
+TEST_CASE("ARFUSE_TEMPLATE_DIR reads the templates from disk", "[cpu][jit]") {
+  setenv("ARFUSE_TEMPLATE_DIR", ARFUSE_SOURCE_DIR "/templates", 1);
+  const Source from_disk = render(KernelSpec::parse("token_quant/h6144/bf16/sm_90"));
+  setenv("ARFUSE_TEMPLATE_DIR", "/nonexistent", 1);
+  REQUIRE_THROWS_WITH(render(KernelSpec::parse("token_quant/h6144/bf16/sm_90")), Contains("ARFUSE_TEMPLATE_DIR"));
+  unsetenv("ARFUSE_TEMPLATE_DIR");
+  CHECK(render(KernelSpec::parse("token_quant/h6144/bf16/sm_90")).text == from_disk.text);
+}

@@ -1,0 +1,166 @@
+// [gpu] The standalone epilogue kernels against the CPU reference model, bit for bit, on
+// fresh random inputs, with poisoned outputs; and the device FP8 conversion against the
+// software one over a sweep of fp32 bit patterns.
+#include <cstring>
+#include <limits>
+
+#include "arfuse/jit/compiler.hpp"
+#include "arfuse/reference/numerics.hpp"
+#include "arfuse/runtime/epilogue.hpp"
+#include "support.hpp"
+
+using namespace arfuse;
+using namespace arfuse::jit;
+using arfuse::test::Bits16;
+
+namespace {
+
+constexpr std::uint8_t kPoison = 0xff;
+
+Context& gpu_context() {
+  static Context ctx;
+  return ctx;
+}
+
+// Rows with the values that break careless kernels: zeros, NaN, Inf, huge, subnormal.
+void add_special_rows(Bits16& input, int tokens, int hidden, DType dtype) {
+  auto set_row = [&](int row, float value) {
+    if (row >= tokens) return;
+    for (int i = 0; i < hidden; ++i) input[size_t(row) * hidden + i] = reference::narrow(value, dtype);
+  };
+  if (tokens < 8) return;
+  set_row(1, 0.0f);
+  input[size_t(2) * hidden + 17] = reference::narrow(std::numeric_limits<float>::quiet_NaN(), dtype);
+  input[size_t(3) * hidden + 5] = reference::narrow(std::numeric_limits<float>::infinity(), dtype);
+  set_row(4, dtype == DType::f16 ? 60000.0f : 1e30f);
+  set_row(5, 1e-7f);
+}
+
+}  // namespace
+
+TEST_CASE("rmsnorm_quant matches the reference bit for bit", "[gpu][epilogue]") {
+  Context& ctx = gpu_context();
+  Stream stream(ctx.device());
+  auto rng = test::fresh_rng();
+  const DType dtype = GENERATE(DType::f16, DType::bf16);
+  const Quant quant = GENERATE(Quant::none, Quant::fp8, Quant::fp8_mirror);
+  const Norm norm = GENERATE(Norm::rms, Norm::gemma);
+  const auto shape = GENERATE(std::pair<int, int>{1, 2880}, std::pair<int, int>{7, 5120}, std::pair<int, int>{513, 2880},
+                              std::pair<int, int>{300, 5120}, std::pair<int, int>{2517, 6144}, std::pair<int, int>{33, 8192},
+                              std::pair<int, int>{9, 2048}, std::pair<int, int>{3, 16384});
+  const int tokens = shape.first, hidden = shape.second;
+  CAPTURE(to_string(dtype), to_string(quant), to_string(norm), tokens, hidden);
+  const size_t n = size_t(tokens) * hidden;
+
+  Bits16 ar = test::random_tensor(rng, n, dtype), residual = test::random_tensor(rng, n, dtype);
+  Bits16 weight = test::random_tensor(rng, size_t(hidden), dtype, 0.5f);
+  add_special_rows(ar, tokens, hidden, dtype);
+  reference::EpilogueConfig config{hidden, dtype, quant, norm, 1e-5f, ctx.device().target()};
+  const auto expected = reference::epilogue(config, tokens, ar, residual, weight);
+
+  DeviceBuffer d_in(ctx.device(), n * 2), d_res(ctx.device(), n * 2), d_res_out(ctx.device(), n * 2),
+      d_weight(ctx.device(), size_t(hidden) * 2), d_out(ctx.device(), n * 2), d_scales(ctx.device(), size_t(tokens) * 4),
+      d_mirror(ctx.device(), n * 2);
+  d_in.upload(ar), d_res.upload(residual), d_weight.upload(weight);
+  for (auto* b : {&d_res_out, &d_out, &d_scales, &d_mirror}) b->fill(kPoison);
+
+  RmsnormQuantArgs args;
+  args.input = d_in.get(), args.residual_in = d_res.get(), args.residual_out = d_res_out.get();
+  args.weight = d_weight.get(), args.eps = 1e-5f, args.out = d_out.get(), args.scales = static_cast<float*>(d_scales.get());
+  args.mirror = d_mirror.get(), args.tokens = tokens, args.hidden = hidden;
+  args.dtype = dtype, args.quant = quant, args.norm = norm;
+  rmsnorm_quant(ctx, args, stream);
+  stream.synchronize();
+
+  test::require_bits_equal(d_res_out.download<std::uint16_t>(n), expected.residual_out, "residual_out", hidden);
+  if (quant == Quant::none) {
+    test::require_bits_equal(d_out.download<std::uint16_t>(n), expected.out, "out", hidden);
+  } else {
+    test::require_bits_equal(d_out.download<std::uint8_t>(n), expected.q, "fp8 out", hidden);
+    test::require_scales_equal(d_scales.download<float>(size_t(tokens)), expected.scales, "fp8");
+  }
+  if (quant == Quant::fp8_mirror) {
+    const auto mirror = d_mirror.download<std::uint16_t>(n);
+    test::require_bits_equal(mirror, expected.mirror, "mirror", hidden);
+    // Contract step 8: token_quant of the mirror reproduces the fused bytes and scales.
+    DeviceBuffer d_q2(ctx.device(), n), d_s2(ctx.device(), size_t(tokens) * 4);
+    d_q2.fill(kPoison), d_s2.fill(kPoison);
+    TokenQuantArgs tq;
+    tq.input = d_mirror.get(), tq.out = d_q2.get(), tq.scales = static_cast<float*>(d_s2.get());
+    tq.tokens = tokens, tq.hidden = hidden, tq.dtype = dtype;
+    token_quant(ctx, tq, stream);
+    stream.synchronize();
+    test::require_bits_equal(d_q2.download<std::uint8_t>(n), expected.q, "token_quant(mirror)", hidden);
+    test::require_scales_equal(d_s2.download<float>(size_t(tokens)), expected.scales, "token_quant(mirror)");
+  }
+}
+
+TEST_CASE("the device FP8, f16 and bf16 conversions match the software ones", "[gpu][numerics]") {
+  Context& ctx = gpu_context();
+  const Target target = ctx.device().target();
+  // A test kernel over platform.cuh: hardware fp8x2 (where the target has it), the software
+  // fp8 path, and the f16/bf16 rounding, for every input.
+  Source src;
+  src.spec = KernelSpec::parse("token_quant/h8/bf16/" + target.name());
+  src.program_name = "conversions.cu";
+  std::vector<TemplateFile> included;
+  src.text = expand_includes("platform.cuh", included) + R"(
+extern "C" __global__ void conversions(const float* in, unsigned char* hw, unsigned char* sw,
+                                       unsigned short* h, unsigned short* b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float x = in[i];
+  hw[i] = (unsigned char)(arfuse::fp8x2(x, 0.0f) & 0xff);
+  sw[i] = (unsigned char)arfuse::fp8_software(x);
+  h[i] = arfuse::round_f16(x).bits;
+  b[i] = arfuse::round_bf16(x).bits;
+}
+)";
+  src.name_expression = "conversions";
+  src.options = render(src.spec).options;
+  auto code = nvrtc_compiler()->compile(src);
+  auto module = LoadedModule::load(ctx.device(), code.payload);
+  Kernel kernel = module->kernel(code.lowered_name, 256);
+
+  // Every 2^-10-th bit pattern over all of fp32 and every pattern near the FP8 range, plus
+  // the edge cases: zeros, max, ties, Inf, NaN.
+  std::vector<float> inputs;
+  for (std::uint64_t bits = 0; bits <= 0xffffffffull; bits += 1021) inputs.push_back(reference::bits_to_float(std::uint32_t(bits)));
+  for (std::uint32_t bits = 0x3a000000u; bits < 0x44000000u; bits += 7) {
+    inputs.push_back(reference::bits_to_float(bits));
+    inputs.push_back(-reference::bits_to_float(bits));
+  }
+  for (float v : {0.0f, -0.0f, 448.0f, 464.0f, 480.0f, 240.0f, 248.0f, 65504.0f, 65520.0f, 1.0f / 1024, 1.0f / 512 * 1.5f,
+                  std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min()}) {
+    inputs.push_back(v);
+    inputs.push_back(-v);
+  }
+  const int n = int(inputs.size());
+  Stream stream(ctx.device());
+  DeviceBuffer d_in(ctx.device(), size_t(n) * 4), d_hw(ctx.device(), size_t(n)), d_sw(ctx.device(), size_t(n)),
+      d_h(ctx.device(), size_t(n) * 2), d_b(ctx.device(), size_t(n) * 2);
+  d_in.upload(inputs);
+  for (auto* b : {&d_hw, &d_sw, &d_h, &d_b}) b->fill(0xee);
+  const void* in = d_in.get();
+  void *hw = d_hw.get(), *sw = d_sw.get(), *h = d_h.get(), *b = d_b.get();
+  int count = n;
+  void* params[] = {&in, &hw, &sw, &h, &b, &count};
+  kernel.launch(unsigned((n + 255) / 256), stream, params);
+  stream.synchronize();
+
+  const auto got_hw = d_hw.download<std::uint8_t>(size_t(n)), got_sw = d_sw.download<std::uint8_t>(size_t(n));
+  const auto got_h = d_h.download<std::uint16_t>(size_t(n)), got_b = d_b.download<std::uint16_t>(size_t(n));
+  std::vector<std::uint8_t> want_fp8(inputs.size());
+  std::vector<std::uint16_t> want_h(inputs.size()), want_b(inputs.size());
+  for (int i = 0; i < n; ++i) {
+    want_fp8[size_t(i)] = reference::float_to_fp8(inputs[size_t(i)], target.fp8_format());
+    want_h[size_t(i)] = reference::float_to_f16(inputs[size_t(i)]);
+    want_b[size_t(i)] = reference::float_to_bf16(inputs[size_t(i)]);
+  }
+  INFO(n << " inputs; hardware fp8: " << (target.hardware_fp8() ? "yes" : "no"));
+  test::require_bits_equal(got_sw, want_fp8, "software fp8 on the device", 1);
+  test::require_bits_equal(got_hw, want_fp8, "fp8x2 (hardware where available)", 1);
+  test::require_bits_equal(got_h, want_h, "f16 rounding", 1);
+  test::require_bits_equal(got_b, want_b, "bf16 rounding", 1);
+}

@@ -1,0 +1,275 @@
+// [gpu] The fused all-reduce with W virtual ranks on one GPU: every output bit-identical to
+// the CPU reference (rank-order fold, then the epilogue) on every rank, for both stages,
+// eager and graph; long runs; a missing rank gives PeerTimeout instead of a hang.
+#include <memory>
+
+#include "arfuse/base/error.hpp"
+#include "arfuse/runtime/epilogue.hpp"
+#include "arfuse/runtime/group.hpp"
+#include "support.hpp"
+
+using namespace arfuse;
+using namespace arfuse::jit;
+using arfuse::test::Bits16;
+
+namespace {
+
+constexpr std::uint8_t kPoison = 0xff;
+constexpr int kMaxTokens = 2517;
+constexpr int kMaxHidden = 8192;
+
+struct RankBuffers {
+  DeviceBuffer input, residual, residual_out, weight, out, scales, mirror;
+  std::unique_ptr<Stream> stream;
+};
+
+// One group of W virtual ranks on device 0, with per-rank buffers at full capacity.
+struct VirtualGroup {
+  explicit VirtualGroup(int world, std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
+    GroupOptions o;
+    o.devices.assign(size_t(world), 0);
+    o.max_tokens = kMaxTokens, o.max_hidden = kMaxHidden, o.timeout = timeout;
+    group = std::make_unique<Group>(o);
+    const Device& dev = group->rank(0).device();
+    const size_t n = size_t(kMaxTokens) * kMaxHidden;
+    for (int r = 0; r < world; ++r) {
+      ranks.push_back(RankBuffers{DeviceBuffer(dev, n * 2), DeviceBuffer(dev, n * 2), DeviceBuffer(dev, n * 2),
+                                  DeviceBuffer(dev, kMaxHidden * 2), DeviceBuffer(dev, n * 2), DeviceBuffer(dev, kMaxTokens * 4),
+                                  DeviceBuffer(dev, n * 2), std::make_unique<Stream>(dev)});
+    }
+  }
+  int world() const { return group->world(); }
+  void sync() {
+    for (auto& r : ranks) r.stream->synchronize();
+    group->check();
+  }
+  AllreduceRmsnormArgs args(int r, int tokens, int hidden, DType dtype, Quant quant, Norm norm) {
+    AllreduceRmsnormArgs a;
+    auto& b = ranks[size_t(r)];
+    a.input = b.input.get(), a.residual_in = b.residual.get(), a.residual_out = b.residual_out.get();
+    a.weight = b.weight.get(), a.eps = 1e-6f, a.out = b.out.get(), a.scales = static_cast<float*>(b.scales.get());
+    a.mirror = b.mirror.get(), a.tokens = tokens, a.hidden = hidden, a.dtype = dtype, a.quant = quant, a.norm = norm;
+    return a;
+  }
+  void poison() {
+    for (auto& b : ranks) {
+      for (auto* d : {&b.residual_out, &b.out, &b.scales, &b.mirror}) d->fill(kPoison);
+    }
+  }
+  std::unique_ptr<Group> group;
+  std::vector<RankBuffers> ranks;
+};
+
+VirtualGroup& group_of(int world) {
+  static std::map<int, std::unique_ptr<VirtualGroup>> groups;
+  auto& g = groups[world];
+  if (!g) g = std::make_unique<VirtualGroup>(world);
+  return *g;
+}
+
+struct Case {
+  int tokens, hidden;
+  DType dtype;
+  Quant quant;
+  Norm norm;
+};
+
+struct Expected {
+  reference::EpilogueOutputs outputs;
+};
+
+// Uploads fresh inputs (distinct per rank; residual and weight shared, as in tensor parallel).
+reference::EpilogueOutputs prepare(VirtualGroup& g, const Case& c, std::mt19937& rng) {
+  const size_t n = size_t(c.tokens) * c.hidden;
+  std::vector<Bits16> inputs;
+  for (int r = 0; r < g.world(); ++r) inputs.push_back(test::random_tensor(rng, n, c.dtype));
+  const Bits16 residual = test::random_tensor(rng, n, c.dtype), weight = test::random_tensor(rng, size_t(c.hidden), c.dtype, 0.5f);
+  for (int r = 0; r < g.world(); ++r) {
+    g.ranks[size_t(r)].input.upload(inputs[size_t(r)]);
+    g.ranks[size_t(r)].residual.upload(residual);
+    g.ranks[size_t(r)].weight.upload(weight);
+  }
+  reference::EpilogueConfig config{c.hidden, c.dtype, c.quant, c.norm, 1e-6f, g.group->rank(0).device().target()};
+  return reference::epilogue(config, c.tokens, reference::fold(inputs, c.dtype), residual, weight);
+}
+
+void require_outputs(VirtualGroup& g, const Case& c, const reference::EpilogueOutputs& e, const std::string& label) {
+  const size_t n = size_t(c.tokens) * c.hidden;
+  for (int r = 0; r < g.world(); ++r) {
+    auto& b = g.ranks[size_t(r)];
+    const std::string who = label + " rank " + std::to_string(r);
+    test::require_bits_equal(b.residual_out.download<std::uint16_t>(n), e.residual_out, who + " residual_out", c.hidden);
+    if (c.quant == Quant::none) {
+      test::require_bits_equal(b.out.download<std::uint16_t>(n), e.out, who + " out", c.hidden);
+    } else {
+      test::require_bits_equal(b.out.download<std::uint8_t>(n), e.q, who + " fp8 out", c.hidden);
+      test::require_scales_equal(b.scales.download<float>(size_t(c.tokens)), e.scales, who);
+    }
+    if (c.quant == Quant::fp8_mirror) test::require_bits_equal(b.mirror.download<std::uint16_t>(n), e.mirror, who + " mirror", c.hidden);
+  }
+}
+
+void run_eager(VirtualGroup& g, const Case& c) {
+  for (int r = 0; r < g.world(); ++r) g.group->rank(r).allreduce_rmsnorm(g.args(r, c.tokens, c.hidden, c.dtype, c.quant, c.norm), *g.ranks[size_t(r)].stream);
+  g.sync();
+}
+
+void check_case(int world, const Case& c, bool with_graph) {
+  VirtualGroup& g = group_of(world);
+  auto rng = test::fresh_rng();
+  CAPTURE(world, c.tokens, c.hidden, to_string(c.dtype), to_string(c.quant), to_string(c.norm));
+  const auto expected = prepare(g, c, rng);
+  for (int stage : {1, 2}) {
+    g.group->force_stage(stage);
+    g.poison();
+    run_eager(g, c);
+    require_outputs(g, c, expected, "stage " + std::to_string(stage) + " eager");
+    if (!with_graph) continue;
+    // 16 calls captured per rank, replayed 3 times: the epochs advance on the device.
+    g.poison();
+    std::vector<std::unique_ptr<Graph>> graphs;
+    for (int r = 0; r < world; ++r) {
+      graphs.push_back(std::make_unique<Graph>(*g.ranks[size_t(r)].stream, [&] {
+        for (int i = 0; i < 16; ++i) g.group->rank(r).allreduce_rmsnorm(g.args(r, c.tokens, c.hidden, c.dtype, c.quant, c.norm), *g.ranks[size_t(r)].stream);
+      }));
+    }
+    for (int replay = 0; replay < 3; ++replay) {
+      for (int r = 0; r < world; ++r) graphs[size_t(r)]->launch(*g.ranks[size_t(r)].stream);
+    }
+    g.sync();
+    require_outputs(g, c, expected, "stage " + std::to_string(stage) + " graph");
+  }
+  g.group->force_stage(std::nullopt);
+}
+
+}  // namespace
+
+TEST_CASE("fused all-reduce: every mode, every world size, bit-exact on every rank", "[gpu][fused]") {
+  const int world = GENERATE(2, 4, 8);
+  const DType dtype = GENERATE(DType::bf16, DType::f16);
+  const Quant quant = GENERATE(Quant::none, Quant::fp8, Quant::fp8_mirror);
+  const Norm norm = GENERATE(Norm::rms, Norm::gemma);
+  const auto shape = GENERATE(std::pair<int, int>{12, 6144}, std::pair<int, int>{513, 6144}, std::pair<int, int>{7, 2880});
+  check_case(world, Case{shape.first, shape.second, dtype, quant, norm}, false);
+}
+
+TEST_CASE("fused all-reduce: every shape, eager and graph", "[gpu][fused]") {
+  const int world = GENERATE(2, 4, 8);
+  const auto shape = GENERATE(std::pair<int, int>{12, 6144}, std::pair<int, int>{511, 6144}, std::pair<int, int>{512, 6144},
+                              std::pair<int, int>{513, 6144}, std::pair<int, int>{2517, 6144}, std::pair<int, int>{513, 6176},
+                              std::pair<int, int>{513, 6160}, std::pair<int, int>{2048, 8192}, std::pair<int, int>{7, 2880},
+                              std::pair<int, int>{300, 5120});
+  const Quant quant = GENERATE(Quant::fp8_mirror, Quant::none);
+  const DType dtype = quant == Quant::none ? DType::f16 : DType::bf16;
+  check_case(world, Case{shape.first, shape.second, dtype, quant, Norm::gemma}, true);
+}
+
+TEST_CASE("fused fp8 output equals token_quant of the fused mirror", "[gpu][fused]") {
+  VirtualGroup& g = group_of(4);
+  auto rng = test::fresh_rng();
+  const Case c{513, 6144, DType::bf16, Quant::fp8_mirror, Norm::rms};
+  const auto expected = prepare(g, c, rng);
+  g.poison();
+  run_eager(g, c);
+  const size_t n = size_t(c.tokens) * c.hidden;
+  Context& ctx = g.group->rank(0).context();
+  DeviceBuffer q(ctx.device(), n), s(ctx.device(), size_t(c.tokens) * 4);
+  q.fill(kPoison), s.fill(kPoison);
+  TokenQuantArgs tq;
+  tq.input = g.ranks[0].mirror.get(), tq.out = q.get(), tq.scales = static_cast<float*>(s.get());
+  tq.tokens = c.tokens, tq.hidden = c.hidden, tq.dtype = c.dtype;
+  token_quant(ctx, tq, *g.ranks[0].stream);
+  g.ranks[0].stream->synchronize();
+  test::require_bits_equal(q.download<std::uint8_t>(n), g.ranks[0].out.download<std::uint8_t>(n), "token_quant(mirror) vs fused", c.hidden);
+  test::require_scales_equal(s.download<float>(size_t(c.tokens)), g.ranks[0].scales.download<float>(size_t(c.tokens)), "token_quant(mirror) vs fused");
+  test::require_bits_equal(q.download<std::uint8_t>(n), expected.q, "token_quant(mirror) vs reference", c.hidden);
+}
+
+TEST_CASE("plain all-reduce matches the rank-order fold", "[gpu][fused]") {
+  const int world = GENERATE(2, 4, 8);
+  const int stage = GENERATE(1, 2);
+  VirtualGroup& g = group_of(world);
+  auto rng = test::fresh_rng();
+  const int tokens = 513, hidden = 6144;
+  const size_t n = size_t(tokens) * hidden;
+  std::vector<Bits16> inputs;
+  for (int r = 0; r < world; ++r) inputs.push_back(test::random_tensor(rng, n, DType::bf16));
+  for (int r = 0; r < world; ++r) g.ranks[size_t(r)].input.upload(inputs[size_t(r)]);
+  g.poison();
+  g.group->force_stage(stage);
+  for (int r = 0; r < world; ++r) {
+    AllreduceArgs a;
+    a.input = g.ranks[size_t(r)].input.get(), a.out = g.ranks[size_t(r)].out.get(), a.tokens = tokens, a.hidden = hidden;
+    g.group->rank(r).allreduce(a, *g.ranks[size_t(r)].stream);
+  }
+  g.sync();
+  g.group->force_stage(std::nullopt);
+  const Bits16 expected = reference::fold(inputs, DType::bf16);
+  for (int r = 0; r < world; ++r) test::require_bits_equal(g.ranks[size_t(r)].out.download<std::uint16_t>(n), expected, "allreduce rank " + std::to_string(r), hidden);
+}
+
+TEST_CASE("10,000 consecutive calls with changing data stay exact", "[gpu][fused][long]") {
+  // Each call's out feeds the next call's input, and its residual_out the next residual: a
+  // single stale read anywhere in the chain changes the final bits.
+  const int world = 4, tokens = 12, hidden = 2048, calls = 10000;
+  VirtualGroup& g = group_of(world);
+  auto rng = test::fresh_rng();
+  const size_t n = size_t(tokens) * hidden;
+  std::vector<Bits16> inputs;
+  for (int r = 0; r < world; ++r) inputs.push_back(test::random_tensor(rng, n, DType::bf16));
+  Bits16 residual = test::random_tensor(rng, n, DType::bf16), weight = test::random_tensor(rng, size_t(hidden), DType::bf16, 0.5f);
+  for (int r = 0; r < world; ++r) {
+    auto& b = g.ranks[size_t(r)];
+    b.input.upload(inputs[size_t(r)]), b.residual.upload(residual), b.weight.upload(weight);
+  }
+  for (int i = 0; i < calls; ++i) {
+    g.group->force_stage(i % 2 + 1);
+    for (int r = 0; r < world; ++r) {
+      auto& b = g.ranks[size_t(r)];
+      auto a = g.args(r, tokens, hidden, DType::bf16, Quant::none, Norm::rms);
+      // Ping-pong: even calls read input/residual and write out/residual_out, odd the reverse.
+      if (i % 2 == 1) a.input = b.out.get(), a.out = b.input.get(), a.residual_in = b.residual_out.get(), a.residual_out = b.residual.get();
+      g.group->rank(r).allreduce_rmsnorm(a, *b.stream);
+    }
+  }
+  g.sync();
+  g.group->force_stage(std::nullopt);
+  reference::EpilogueConfig config{hidden, DType::bf16, Quant::none, Norm::rms, 1e-6f, g.group->rank(0).device().target()};
+  Bits16 out;
+  for (int i = 0; i < calls; ++i) {
+    auto e = reference::epilogue(config, tokens, reference::fold(inputs, DType::bf16), residual, weight);
+    residual = e.residual_out;
+    for (auto& in : inputs) in = e.out;
+    out = e.out;
+  }
+  // After an even number of calls the last out went to `input`, the residual to `residual`.
+  for (int r = 0; r < world; ++r) {
+    test::require_bits_equal(g.ranks[size_t(r)].input.download<std::uint16_t>(n), out, "after 10,000 calls, rank " + std::to_string(r), hidden);
+    test::require_bits_equal(g.ranks[size_t(r)].residual.download<std::uint16_t>(n), residual, "residual after 10,000 calls", hidden);
+  }
+}
+
+TEST_CASE("a rank that never launches gives PeerTimeout, then reset() recovers", "[gpu][fused][timeout]") {
+  const int world = 4;
+  VirtualGroup g(world, std::chrono::milliseconds(300));
+  const int missing = 2;
+  for (int r = 0; r < world; ++r) {
+    if (r == missing) continue;
+    g.group->rank(r).allreduce_rmsnorm(g.args(r, 64, 2048, DType::bf16, Quant::fp8, Norm::rms), *g.ranks[size_t(r)].stream);
+  }
+  for (auto& r : g.ranks) r.stream->synchronize();  // returns: the kernels gave up, no hang
+  try {
+    g.group->check();
+    FAIL("no PeerTimeout was raised");
+  } catch (const PeerTimeout& e) {
+    CHECK(e.rank() == missing);
+    CHECK_THAT(e.what(), Catch::Contains("did not arrive"));
+  }
+  g.group->reset();
+  auto rng = test::fresh_rng();
+  const Case c{64, 2048, DType::bf16, Quant::fp8, Norm::rms};
+  const auto expected = prepare(g, c, rng);
+  g.poison();
+  run_eager(g, c);
+  require_outputs(g, c, expected, "after reset");
+}

@@ -1,0 +1,92 @@
+// [cpu] KernelSpec validation, canonical forms and round trips; targets; block shapes.
+#include <nlohmann/json.hpp>
+
+#include "arfuse/base/error.hpp"
+#include "arfuse/jit/block_shape.hpp"
+#include "arfuse/jit/kernel_spec.hpp"
+#include "arfuse/jit/spec_set.hpp"
+#include "support.hpp"
+
+using namespace arfuse;
+using namespace arfuse::jit;
+using Catch::Contains;
+
+TEST_CASE("spec text and JSON forms round-trip for every module", "[cpu][spec]") {
+  const std::string text = GENERATE(as<std::string>{}, "rmsnorm_quant/h6144/bf16/fp8/rms/sm_90",
+                                    "rmsnorm_quant/h2880/f16/fp8_mirror/gemma/gfx942", "token_quant/h8192/bf16/sm_90a",
+                                    "fused_ar/h5120/f16/none/gemma/w8/s2/gfx1250", "allreduce/h6144/bf16/w2/s1/sm_100");
+  const KernelSpec s = KernelSpec::parse(text);
+  CHECK(s.text() == text);
+  CHECK(KernelSpec::from_json(s.json()) == s);
+  CHECK(KernelSpec::parse(s.json().dump().size() ? s.text() : "") == s);
+}
+
+TEST_CASE("unused fields do not make specs differ", "[cpu][spec]") {
+  KernelSpec a = KernelSpec::parse("token_quant/h6144/bf16/sm_90"), b = a;
+  b.norm = Norm::gemma, b.quant = Quant::fp8, b.world = 4;
+  CHECK(a == b);
+  CHECK(b.canonical().world == 1);
+}
+
+TEST_CASE("spec validation names the bad value and what is allowed", "[cpu][spec]") {
+  REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6145/bf16/fp8/rms/sm_90"), Contains("6145") && Contains("multiple of 8"));
+  REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h0/bf16/fp8/rms/sm_90"), Contains("positive multiple of 8"));
+  REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h40000/bf16/fp8/rms/sm_90"), Contains("at most 32768"));
+  REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6144/f32/fp8/rms/sm_90"), Contains("unknown dtype 'f32'") && Contains("f16, bf16"));
+  REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6144/bf16/int8/rms/sm_90"), Contains("fp8_mirror"));
+  REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8/layer/sm_90"), Contains("rms, gemma"));
+  REQUIRE_THROWS_WITH(KernelSpec::parse("fused_ar/h6144/bf16/fp8/rms/w9/s1/sm_90"), Contains("world size 9") && Contains("2 to 8"));
+  REQUIRE_THROWS_WITH(KernelSpec::parse("fused_ar/h6144/bf16/fp8/rms/w4/s3/sm_90"), Contains("stage 3") && Contains("1 and 2"));
+  REQUIRE_THROWS_WITH(KernelSpec::parse("fused_ar/h6144/bf16/fp8/rms/sm_90"), Contains("has 6 fields") && Contains("w4/s1"));
+  REQUIRE_THROWS_WITH(KernelSpec::parse("conv/h6144/bf16/sm_90"), Contains("unknown module 'conv'"));
+  REQUIRE_THROWS_WITH(KernelSpec::parse("token_quant/h6144/bf16/sm_52"), Contains("sm_70 or later"));
+  REQUIRE_THROWS_WITH(KernelSpec::parse("token_quant/h6144/bf16/volta"), Contains("unknown target 'volta'"));
+  REQUIRE_THROWS_WITH(KernelSpec::from_json(nlohmann::json{{"module", "token_quant"}, {"hidden", "6144"}, {"dtype", "bf16"}, {"target", "sm_90"}}),
+                      Contains("\"hidden\" must be an integer"));
+}
+
+TEST_CASE("targets know their vendor, warp size and FP8 format", "[cpu][spec]") {
+  CHECK(Target::parse("sm_90").warp_size() == 32);
+  CHECK(Target::parse("sm_90").hardware_fp8());
+  CHECK_FALSE(Target::parse("sm_80").hardware_fp8());
+  CHECK(Target::parse("gfx90a").warp_size() == 64);
+  CHECK(Target::parse("gfx942").warp_size() == 64);
+  CHECK(Target::parse("gfx942").fp8_format() == Fp8Format::e4m3fnuz);
+  CHECK(Target::parse("gfx950").fp8_format() == Fp8Format::e4m3fn);
+  CHECK(Target::parse("gfx1030").warp_size() == 32);
+  CHECK(Target::parse("gfx1250").warp_size() == 32);
+  CHECK(Target::parse("gfx1250").vendor() == Vendor::amd);
+}
+
+TEST_CASE("block shapes depend only on hidden and warp size and cover every vector", "[cpu][spec]") {
+  for (int warp : {32, 64}) {
+    for (int hidden = 8; hidden <= kMaxHidden; hidden += 8) {
+      const BlockShape b = block_shape(hidden, warp);
+      CAPTURE(hidden, warp);
+      REQUIRE(b.threads % warp == 0);
+      REQUIRE(b.threads <= kMaxThreadsPerBlock);
+      REQUIRE(b.threads * b.vectors_per_thread >= hidden / 8);
+      REQUIRE((b.threads - warp) * b.vectors_per_thread < hidden / 8);  // no whole idle warp
+    }
+  }
+  CHECK(block_shape(6144, 32).threads == 384);
+  CHECK(block_shape(6144, 32).vectors_per_thread == 2);
+}
+
+TEST_CASE("spec sets expand as cartesian products and reject bad configs with their JSON path", "[cpu][spec]") {
+  const std::vector<Target> sm90{Target::parse("sm_90")};
+  CHECK(default_specs(sm90).size() == 7 * 2 * 3 * 2 + 7 * 2 + 7 * 2 * 3 * 2 * 3 * 2 + 7 * 2 * 3 * 2);
+  auto set = parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "rmsnorm_quant", "hidden": [6144, 8192],
+      "dtype": ["bf16"], "quant": ["none", "fp8"], "norm": ["rms", "gemma"]}]})"), sm90);
+  CHECK(set.specs.size() == 8);
+  auto with_targets = parse_spec_set(nlohmann::json::parse(R"({"targets": ["sm_90", "gfx90a"], "specs": [{"module": "token_quant", "hidden": 2048}]})"), {});
+  CHECK(with_targets.specs.size() == 2 * 2);
+  REQUIRE_THROWS_WITH(parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "rmsnorm_quant", "hiden": [1]}]})"), sm90),
+                      Contains("$.specs[0].hiden") && Contains("unknown key"));
+  REQUIRE_THROWS_WITH(parse_spec_set(nlohmann::json::parse(R"({"specs": [{"dtype": ["bf16", "fp32"]}]})"), sm90),
+                      Contains("$.specs[0].dtype[1]") && Contains("fp32"));
+  REQUIRE_THROWS_WITH(parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "token_quant", "hidden": [6143]}]})"), sm90),
+                      Contains("$.specs[0]") && Contains("6143"));
+  REQUIRE_THROWS_WITH(parse_spec_set(nlohmann::json::parse(R"({"spec": []})"), sm90), Contains("$.spec") && Contains("unknown key"));
+  REQUIRE_THROWS_WITH(parse_spec_set(nlohmann::json::parse(R"({"targets": ["sm_9x"], "specs": []})"), sm90), Contains("$.targets[0]"));
+}

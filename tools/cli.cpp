@@ -1,0 +1,92 @@
+#include "cli.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "arfuse/base/error.hpp"
+
+namespace arfuse::tools {
+
+CommandLine::CommandLine(int argc, char** argv, const std::vector<std::string>& flags,
+                         const std::vector<std::string>& options) {
+  auto known = [](const std::vector<std::string>& list, const std::string& s) {
+    return std::find(list.begin(), list.end(), s) != list.end();
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0 || arg == "--") {
+      positional_.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2), value;
+    bool has_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1), name = name.substr(0, eq), has_value = true;
+    }
+    if (known(flags, name)) {
+      if (has_value) throw UsageError(fmt::format("--{} takes no value", name));
+      values_[name].push_back("1");
+    } else if (known(options, name)) {
+      if (!has_value) {
+        if (i + 1 >= argc) throw UsageError(fmt::format("--{} needs a value", name));
+        value = argv[++i];
+      }
+      values_[name].push_back(value);
+    } else {
+      throw UsageError(fmt::format("unknown option --{}", name));
+    }
+  }
+}
+
+std::string CommandLine::value(const std::string& name, const std::string& fallback) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second.back();
+}
+
+const std::vector<std::string>& CommandLine::values(const std::string& name) const {
+  static const std::vector<std::string> none;
+  auto it = values_.find(name);
+  return it == values_.end() ? none : it->second;
+}
+
+long CommandLine::integer(const std::string& name, long fallback, long min, long max) const {
+  if (!has(name)) return fallback;
+  const std::string v = value(name);
+  char* end = nullptr;
+  long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < min || n > max) {
+    throw UsageError(fmt::format("--{} must be a whole number from {} to {}, not '{}'", name, min, max, v));
+  }
+  return n;
+}
+
+int run_tool(const char* name, const char* usage, int (*body)(int, char**), int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+  }
+  try {
+    return body(argc, argv);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s: %s\n(see %s --help)\n", name, e.what(), name);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", name, e.what());
+    return 1;
+  }
+}
+
+std::string human_bytes(unsigned long long bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, units[u]);
+}
+
+}  // namespace arfuse::tools

@@ -1,0 +1,37 @@
+// A small command-line parser shared by the tools: --flag, --option VALUE (or --option=VALUE),
+// repeatable options, positional arguments, --help. Usage errors throw UsageError (exit 2).
+#pragma once
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace arfuse::tools {
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class CommandLine {
+ public:
+  // `flags` take no value; `options` take one (and may repeat).
+  CommandLine(int argc, char** argv, const std::vector<std::string>& flags, const std::vector<std::string>& options);
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
+  std::string value(const std::string& name, const std::string& fallback = "") const;
+  const std::vector<std::string>& values(const std::string& name) const;
+  long integer(const std::string& name, long fallback, long min, long max) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::map<std::string, std::vector<std::string>> values_;
+  std::vector<std::string> positional_;
+};
+
+// Runs `body`, printing usage errors (exit 2) and arfuse errors (exit 1) to stderr.
+int run_tool(const char* name, const char* usage, int (*body)(int, char**), int argc, char** argv);
+
+std::string human_bytes(unsigned long long bytes);
+
+}  // namespace arfuse::tools
