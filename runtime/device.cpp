@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include "arfuse/base/error.hpp"
-#include "arfuse/base/log.hpp"
 
 namespace arfuse {
 
@@ -61,10 +60,14 @@ DeviceBuffer::DeviceBuffer(const Device& device, std::size_t bytes) : device_(&d
         fmt::format("cuMemAlloc of {} bytes on device {}", bytes, device.ordinal()).c_str());
 }
 
+// Destructors never throw: at process exit the driver may already be shut down
+// (CUDA_ERROR_DEINITIALIZED), and then there is nothing left to release.
+void Device::make_current_quietly() const { driver().cuCtxSetCurrent(context_); }
+
 DeviceBuffer::~DeviceBuffer() {
   if (pointer_ == 0) return;
-  device_->make_current();
-  if (driver().cuMemFree(pointer_) != 0) warn("cuMemFree failed while releasing a device buffer");
+  device_->make_current_quietly();
+  driver().cuMemFree(pointer_);
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : device_(o.device_), pointer_(o.pointer_), bytes_(o.bytes_) {
@@ -84,6 +87,9 @@ void DeviceBuffer::upload(const void* host, std::size_t bytes, std::size_t offse
   if (offset + bytes > bytes_) throw Error(fmt::format("upload of {} bytes at {} overruns a {}-byte buffer", bytes, offset, bytes_));
   device_->make_current();
   check(driver().cuMemcpyHtoD(pointer_ + offset, host, bytes), "cuMemcpyHtoD");
+  // The copy runs on the legacy default stream, which arfuse's non-blocking streams do not
+  // wait for: finish it here so the next kernel sees the data.
+  check(driver().cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
 void DeviceBuffer::download(void* host, std::size_t bytes, std::size_t offset) const {
@@ -95,6 +101,7 @@ void DeviceBuffer::download(void* host, std::size_t bytes, std::size_t offset) c
 void DeviceBuffer::fill(std::uint8_t value) {
   device_->make_current();
   check(driver().cuMemsetD8(pointer_, value, bytes_), "cuMemsetD8");
+  check(driver().cuCtxSynchronize(), "cuCtxSynchronize");  // as in upload()
 }
 
 Stream::Stream(const Device& device) : device_(&device) {
@@ -103,7 +110,7 @@ Stream::Stream(const Device& device) : device_(&device) {
 }
 
 Stream::~Stream() {
-  device_->make_current();
+  device_->make_current_quietly();
   driver().cuStreamDestroy(stream_);
 }
 
@@ -181,7 +188,7 @@ std::shared_ptr<const LoadedModule> LoadedModule::load(const Device& device, con
 }
 
 LoadedModule::~LoadedModule() {
-  device_->make_current();
+  device_->make_current_quietly();
   driver().cuModuleUnload(module_);
 }
 

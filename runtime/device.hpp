@@ -27,6 +27,7 @@ class Device {
   int multiprocessors() const { return multiprocessors_; }
   // Makes this device's primary context current on the calling thread.
   void make_current() const;
+  void make_current_quietly() const;  // for destructors: errors ignored
   // Lets kernels on this device read and write `peer`'s memory; throws Error when the
   // hardware cannot.
   void enable_peer_access(const Device& peer) const;

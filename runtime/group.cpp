@@ -58,7 +58,7 @@ Group::Group(GroupOptions options)
   for (auto& a : contexts_) {
     for (auto& b : contexts_) a->device().enable_peer_access(b->device());
   }
-  for (int r = 0; r < world(); ++r) {
+  for (int r = 0; r < int(options_.devices.size()); ++r) {
     ranks_.push_back(std::unique_ptr<Rank>(new Rank(*this, r, *by_device[options_.devices[size_t(r)]])));
     peers_.staging[r] = ranks_.back()->staging_.get();
     peers_.gather[r] = ranks_.back()->gather_.get();

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds everything and runs the [cpu] tests (and, on a machine with a GPU, the [gpu] tests),
+# plus the downstream find_package(arfuse) check against an install tree.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" -j"$(nproc)"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+labels=cpu
+if nvidia-smi -L >/dev/null 2>&1; then labels='cpu|gpu'; fi
+ctest --test-dir "$build" --output-on-failure -L "$labels"
+# A downstream project builds against the installed package.
+rm -rf "$build/install" "$build/downstream"
+prefix="$(cd "$build" && pwd)/install"
+cmake --install "$build" --prefix "$prefix" >/dev/null
+cmake -S tests/downstream -B "$build/downstream" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$build/downstream" >/dev/null
+"$build/downstream/downstream" && echo "downstream find_package(arfuse): 1 passed, 0 failed"

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The main job on a fresh machine: install what is missing, build, and warm the kernel cache
+# with the default set (targets: the local GPUs, else sm_90). Extra arguments go to
+# arfuse-warmup (e.g. --target gfx90a --jobs 8).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)" --target arfuse-warmup arfuse-cache
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+args=("$@")
+if [ ${#args[@]} -eq 0 ] && ! nvidia-smi -L >/dev/null 2>&1; then args=(--target sm_90); fi
+build/tools/arfuse-warmup "${args[@]}"

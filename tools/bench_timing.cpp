@@ -1,0 +1,81 @@
+#include "bench_timing.hpp"
+
+#include <algorithm>
+#include <memory>
+
+#include "arfuse/jit/compiler.hpp"
+
+namespace arfuse::tools {
+namespace {
+
+Timing summarize(std::vector<double> per_call_us) {
+  std::sort(per_call_us.begin(), per_call_us.end());
+  return Timing{per_call_us[per_call_us.size() / 2], per_call_us.front(), per_call_us.back()};
+}
+
+}  // namespace
+
+Timing time_graphs(const Device& device, const std::vector<Stream*>& streams,
+                   const std::function<void(int, int)>& record, int replays, int runs) {
+  std::vector<std::unique_ptr<Graph>> graphs;
+  for (int r = 0; r < int(streams.size()); ++r) {
+    graphs.push_back(std::make_unique<Graph>(*streams[size_t(r)], [&] {
+      for (int c = 0; c < kCallsPerGraph; ++c) record(r, c);
+    }));
+  }
+  const auto& d = cuda::driver();
+  Event start(device), stop(device);
+  std::vector<std::unique_ptr<Event>> ends;
+  for (size_t r = 0; r < streams.size(); ++r) ends.push_back(std::make_unique<Event>(device));
+  auto launch_all = [&] {
+    for (int i = 0; i < replays; ++i) {
+      for (size_t r = 0; r < streams.size(); ++r) graphs[r]->launch(*streams[r]);
+    }
+  };
+  launch_all();  // warm-up
+  for (auto* s : streams) s->synchronize();
+  std::vector<double> samples;
+  for (int run = 0; run < runs; ++run) {
+    start.record(*streams[0]);
+    for (size_t r = 1; r < streams.size(); ++r) cuda::check(d.cuStreamWaitEvent(streams[r]->handle(), start.handle(), 0), "cuStreamWaitEvent");
+    launch_all();
+    for (size_t r = 1; r < streams.size(); ++r) {
+      ends[r]->record(*streams[r]);
+      cuda::check(d.cuStreamWaitEvent(streams[0]->handle(), ends[r]->handle(), 0), "cuStreamWaitEvent");
+    }
+    stop.record(*streams[0]);
+    stop.synchronize();
+    samples.push_back(double(stop.elapsed_ms_since(start)) * 1000.0 / double(replays * kCallsPerGraph));
+  }
+  return summarize(samples);
+}
+
+double copy_bandwidth(const Device& device, int runs) {
+  jit::Source src;
+  src.spec = jit::KernelSpec::parse("token_quant/h8/bf16/" + device.target().name());
+  src.program_name = "copy.cu";
+  src.text = R"(
+struct alignas(16) V { unsigned int w[4]; };
+extern "C" __global__ void copy16(const V* __restrict__ in, V* __restrict__ out, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) out[i] = in[i];
+})";
+  src.name_expression = "copy16";
+  src.options = {"--gpu-architecture=" + device.target().name()};
+  auto code = jit::nvrtc_compiler()->compile(src);
+  auto module = LoadedModule::load(device, code.payload);
+  Kernel kernel = module->kernel(code.lowered_name, 512);
+  const std::size_t bytes = std::size_t(1) << 30;
+  DeviceBuffer a(device, bytes), b(device, bytes);
+  a.fill(1);
+  Stream stream(device);
+  const void* in = a.get();
+  void* out = b.get();
+  long long n = (long long)(bytes / 16);
+  void* params[] = {&in, &out, &n};
+  const unsigned grid = unsigned(device.multiprocessors() * std::max(1, kernel.max_active_blocks_per_multiprocessor()));
+  std::vector<Stream*> streams{&stream};
+  Timing t = time_graphs(device, streams, [&](int, int) { kernel.launch(grid, stream, params); }, 2, runs);
+  return double(2 * bytes) / (t.median_us * 1e-6);
+}
+
+}  // namespace arfuse::tools

@@ -1,0 +1,26 @@
+// Timing for arfuse-bench: per-rank CUDA graphs of 16 calls, replayed between events; the
+// median over several runs; the copy-bandwidth ceiling measured in the same process.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "arfuse/runtime/device.hpp"
+
+namespace arfuse::tools {
+
+struct Timing {
+  double median_us = 0, min_us = 0, max_us = 0;  // per call
+};
+
+constexpr int kCallsPerGraph = 16;
+
+// record(rank, call) enqueues one call of `rank` on streams[rank]. Every rank's graph is
+// launched `replays` times per run, all ranks concurrently.
+Timing time_graphs(const Device& device, const std::vector<Stream*>& streams,
+                   const std::function<void(int rank, int call)>& record, int replays, int runs);
+
+// Bytes per second of a 16-byte vector copy kernel over 1 GiB (read + write counted).
+double copy_bandwidth(const Device& device, int runs);
+
+}  // namespace arfuse::tools
