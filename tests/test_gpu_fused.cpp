@@ -164,7 +164,7 @@ TEST_CASE("fused all-reduce: every shape, eager and graph", "[gpu][fused]") {
   check_case(world, Case{shape.first, shape.second, dtype, quant, Norm::gemma}, true);
 }
 
-TEST_CASE("fused fp8 output equals token_quant of the fused mirror", "[gpu][fused]") {
+TEST_CASE("fused fp8 output equals token_quant of the fused mirror", "[gpu][fused][sanitize]") {
   VirtualGroup& g = group_of(4);
   auto rng = test::fresh_rng();
   const Case c{513, 6144, DType::bf16, Quant::fp8_mirror, Norm::rms};
@@ -185,7 +185,7 @@ TEST_CASE("fused fp8 output equals token_quant of the fused mirror", "[gpu][fuse
   test::require_bits_equal(q.download<std::uint8_t>(n), expected.q, "token_quant(mirror) vs reference", c.hidden);
 }
 
-TEST_CASE("plain all-reduce matches the rank-order fold", "[gpu][fused]") {
+TEST_CASE("plain all-reduce matches the rank-order fold", "[gpu][fused][sanitize]") {
   const int world = GENERATE(2, 4, 8);
   const int stage = GENERATE(1, 2);
   VirtualGroup& g = group_of(world);
