@@ -80,7 +80,7 @@ Rank& Group::rank(int r) {
 int Group::stage_for(int tokens, int hidden) const {
   if (forced_stage_) return *forced_stage_;
   const std::uint64_t bytes = std::uint64_t(tokens) * std::uint64_t(hidden) * 2;
-  return tuning_.stage_for(ranks_[0]->device().target().name(), world(), bytes);
+  return tuning_.stage_for(ranks_[0]->device().target().name(), world(), bytes, virtual_ranks_);
 }
 
 void Group::force_stage(std::optional<int> stage) {

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -13,15 +14,18 @@
 namespace arfuse {
 namespace {
 
-// Measured defaults: see docs/performance-notes.md. A target missing here falls back to the
-// "default" entry.
+// See docs/performance-notes.md. Keys are targets ("sm_90"), optionally with ":virtual" for
+// groups whose ranks share a GPU; a missing key falls back to "default[:virtual]".
 constexpr const char* kEmbedded = R"({
   "version": 1,
-  "measured": "sm_90 values from virtual ranks on one H200 (2026-12-02); not yet tuned on NVLink",
+  "measured": "default:virtual from W=4 virtual ranks on one H200 (2026-12-02): one stage won at every size measured (12..2517 x 6144); default (real GPUs) is a guess, not yet measured on NVLink",
   "targets": {
     "default": {"2": {"two_stage_min_bytes": 4194304},
                 "4": {"two_stage_min_bytes": 2097152},
-                "8": {"two_stage_min_bytes": 1048576}}
+                "8": {"two_stage_min_bytes": 1048576}},
+    "default:virtual": {"2": {"two_stage_min_bytes": 1073741824},
+                        "4": {"two_stage_min_bytes": 1073741824},
+                        "8": {"two_stage_min_bytes": 1073741824}}
   }
 })";
 
@@ -85,8 +89,12 @@ TuningTable TuningTable::from_environment() {
   return parse(text.str(), path);
 }
 
-std::uint64_t TuningTable::two_stage_min_bytes(const std::string& target, int world) const {
-  for (const std::string& key : {target, std::string("default")}) {
+std::uint64_t TuningTable::two_stage_min_bytes(const std::string& target, int world, bool virtual_ranks) const {
+  std::vector<std::string> keys;
+  if (virtual_ranks) keys = {target + ":virtual", "default:virtual"};
+  keys.push_back(target);
+  keys.push_back("default");
+  for (const std::string& key : keys) {
     auto t = thresholds_.find(key);
     if (t == thresholds_.end()) continue;
     auto w = t->second.find(world);
@@ -95,8 +103,8 @@ std::uint64_t TuningTable::two_stage_min_bytes(const std::string& target, int wo
   return UINT64_MAX;  // no entry: always one stage
 }
 
-int TuningTable::stage_for(const std::string& target, int world, std::uint64_t bytes) const {
-  return bytes >= two_stage_min_bytes(target, world) ? 2 : 1;
+int TuningTable::stage_for(const std::string& target, int world, std::uint64_t bytes, bool virtual_ranks) const {
+  return bytes >= two_stage_min_bytes(target, world, virtual_ranks) ? 2 : 1;
 }
 
 }  // namespace arfuse

@@ -3,7 +3,8 @@
 // evaluates the same table on the same (world, bytes), so all ranks pick the same stage.
 //
 //   {"version": 1,
-//    "targets": {"sm_90": {"2": {"two_stage_min_bytes": 4194304}, "4": {...}, "8": {...}}},
+//    "targets": {"sm_90": {"2": {"two_stage_min_bytes": 4194304}, "4": {...}, "8": {...}},
+//                "sm_90:virtual": {...}},
 //    "measured": "free text: machine and date"}
 #pragma once
 
@@ -21,9 +22,9 @@ class TuningTable {
   // ARFUSE_TUNING when set (a file), else the embedded default.
   static TuningTable from_environment();
 
-  // 1 or 2.
-  int stage_for(const std::string& target, int world, std::uint64_t message_bytes) const;
-  std::uint64_t two_stage_min_bytes(const std::string& target, int world) const;
+  // 1 or 2. Groups whose ranks share a GPU look up "<target>:virtual" first.
+  int stage_for(const std::string& target, int world, std::uint64_t message_bytes, bool virtual_ranks = false) const;
+  std::uint64_t two_stage_min_bytes(const std::string& target, int world, bool virtual_ranks = false) const;
   const std::string& origin() const { return origin_; }
 
  private:

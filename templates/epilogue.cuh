@@ -89,25 +89,36 @@ __device__ __forceinline__ void quantize_row(const float (&y)[VPT][8], u8* out, 
 // Outputs of one row; pointers already offset to the row. `out` is T (no quant) or fp8 bytes.
 template <typename T>
 struct RowOutputs {
-  const T* residual_in;
   T* residual_out;
   void* out;
   float* scale;  // one float, quant modes only
   T* mirror;     // kQuantFp8Mirror only
 };
 
-// x holds ar = T(fold) widened (step 1 done by the caller); g holds f(w) or f(w) + 1.
+// The 16-byte vectors of one row this thread owns. Callers issue these loads before they wait
+// on anything else, so every load of a row is in flight at once (residual_out may alias
+// residual_in, which would otherwise order each load after the previous store).
+template <typename T, int H, int THREADS, int VPT>
+__device__ __forceinline__ void load_vectors(const T* row, Vec16 (&v)[VPT]) {
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    if (owns_vector<H, THREADS>(k)) v[k] = load16(row + (threadIdx.x + k * THREADS) * 8);
+  }
+}
+
+// x holds ar = T(fold) widened (step 1 done by the caller), residual the row's residual_in
+// vectors; g holds f(w) or f(w) + 1.
 template <typename T, int H, int THREADS, int VPT, int QUANT>
-__device__ __forceinline__ void epilogue_row(float (&x)[VPT][8], const float (&g)[VPT][8],
-                                             float eps, const RowOutputs<T>& row,
-                                             ReduceScratch& scratch) {
+__device__ __forceinline__ void epilogue_row(float (&x)[VPT][8], const Vec16 (&residual)[VPT],
+                                             const float (&g)[VPT][8], float eps,
+                                             const RowOutputs<T>& row, ReduceScratch& scratch) {
   // Step 2: res = T(ar + residual_in) -> residual_out.
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     if (!owns_vector<H, THREADS>(k)) continue;
     const int vec = threadIdx.x + k * THREADS;
     float r[8];
-    unpack8<T>(load16(row.residual_in + vec * 8), r);
+    unpack8<T>(residual[k], r);
 #pragma unroll
     for (int j = 0; j < 8; ++j) x[k][j] = round_to<T>(x[k][j] + r[j]);
     store16(row.residual_out + vec * 8, pack8<T>(x[k]));

@@ -88,20 +88,20 @@ __device__ __forceinline__ void store_row(T* row, const float (&x)[VPT][8]) {
 // The result of one reduced row: the epilogue, or (plain all-reduce) the sum itself.
 template <typename T, int H, int THREADS, int VPT, int QUANT, bool EPILOGUE>
 __device__ __forceinline__ void finish_row(const FusedArgs& a, int row, float (&x)[VPT][8],
-                                           const float (&g)[VPT][8], ReduceScratch& scratch) {
+                                           const Vec16 (&residual)[VPT], const float (&g)[VPT][8],
+                                           ReduceScratch& scratch) {
   const long long offset = (long long)row * H;
   if (!EPILOGUE) {
     store_row<T, H, THREADS, VPT>(static_cast<T*>(a.out) + offset, x);
     return;
   }
   RowOutputs<T> outputs;
-  outputs.residual_in = static_cast<const T*>(a.residual_in) + offset;
   outputs.residual_out = static_cast<T*>(a.residual_out) + offset;
   outputs.out = QUANT == kQuantNone ? static_cast<void*>(static_cast<T*>(a.out) + offset)
                                     : static_cast<void*>(static_cast<u8*>(a.out) + offset);
   outputs.scale = a.scales + row;
   outputs.mirror = static_cast<T*>(a.mirror) + (QUANT == kQuantFp8Mirror ? offset : 0);
-  epilogue_row<T, H, THREADS, VPT, QUANT>(x, g, a.eps, outputs, scratch);
+  epilogue_row<T, H, THREADS, VPT, QUANT>(x, residual, g, a.eps, outputs, scratch);
 }
 
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int W, int STAGE, bool EPILOGUE>
@@ -119,9 +119,11 @@ __global__ void __launch_bounds__(THREADS) fused_ar_kernel(FusedArgs a) {
   if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierEntry, failed)) {
     if (STAGE == 1) {
       for (int row = blockIdx.x; row < a.tokens; row += gridDim.x) {
+        Vec16 residual[VPT];
+        if (EPILOGUE) load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + (long long)row * H, residual);
         float x[VPT][8];
         fold_row<T, H, THREADS, VPT, W>(a.peers, (long long)row * H, x);
-        finish_row<T, H, THREADS, VPT, QUANT, EPILOGUE>(a, row, x, g, scratch);
+        finish_row<T, H, THREADS, VPT, QUANT, EPILOGUE>(a, row, x, residual, g, scratch);
       }
     } else {
       const int share = (a.tokens + W - 1) / W;
@@ -137,9 +139,11 @@ __global__ void __launch_bounds__(THREADS) fused_ar_kernel(FusedArgs a) {
         for (int r = 0; r < W; ++r) {
           const int begin = r * share, end = min(a.tokens, begin + share);
           for (int row = begin + blockIdx.x; row < end; row += gridDim.x) {
+            Vec16 residual[VPT];
+            if (EPILOGUE) load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + (long long)row * H, residual);
             float x[VPT][8];
             load_row<T, H, THREADS, VPT>(static_cast<const T*>(a.peers.gather[a.rank]) + (long long)row * H, x);
-            finish_row<T, H, THREADS, VPT, QUANT, EPILOGUE>(a, row, x, g, scratch);
+            finish_row<T, H, THREADS, VPT, QUANT, EPILOGUE>(a, row, x, residual, g, scratch);
           }
         }
       }

@@ -18,19 +18,21 @@ rmsnorm_quant_kernel(const T* in, const T* residual_in, T* residual_out, const T
   load_gain<T, H, THREADS, VPT, NORM>(weight, g);
   for (int row = blockIdx.x; row < tokens; row += gridDim.x) {
     const long long offset = (long long)row * H;
+    Vec16 input[VPT], residual[VPT];
+    load_vectors<T, H, THREADS, VPT>(in + offset, input);
+    load_vectors<T, H, THREADS, VPT>(residual_in + offset, residual);
     float x[VPT][8];
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
-      if (owns_vector<H, THREADS>(k)) unpack8<T>(load16(in + offset + (threadIdx.x + k * THREADS) * 8), x[k]);
+      if (owns_vector<H, THREADS>(k)) unpack8<T>(input[k], x[k]);
     }
     RowOutputs<T> outputs;
-    outputs.residual_in = residual_in + offset;
     outputs.residual_out = residual_out + offset;
     outputs.out = QUANT == kQuantNone ? static_cast<void*>(static_cast<T*>(out) + offset)
                                       : static_cast<void*>(static_cast<u8*>(out) + offset);
     outputs.scale = scales + row;
     outputs.mirror = QUANT == kQuantFp8Mirror ? mirror + offset : mirror;
-    epilogue_row<T, H, THREADS, VPT, QUANT>(x, g, eps, outputs, scratch);
+    epilogue_row<T, H, THREADS, VPT, QUANT>(x, residual, g, eps, outputs, scratch);
   }
 }
 

@@ -86,17 +86,23 @@ struct Row {
   Timing t;
   double bytes = 0;
   bool exact = false;
+  std::string resources;  // registers, local (spill) bytes, shared bytes, resident blocks/SM
 };
+
+std::string describe_resources(const LaunchableKernel& k) {
+  const KernelResources r = k.kernel.resources();
+  return fmt::format("{}r {}L {}S {}b/SM", r.registers, r.local_bytes, r.static_shared_bytes, k.max_blocks_per_multiprocessor);
+}
 
 void print_rows(const std::vector<Row>& rows, double ceiling) {
   std::printf("\ncopy ceiling: %.2f TB/s (16-byte copy kernel, 1 GiB, same run)\n\n", ceiling / 1e12);
-  std::printf("| kernel | W | shape | out | median µs | min-max µs | MB moved | TB/s | %% ceiling | floor µs | exact |\n");
-  std::printf("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+  std::printf("| kernel | W | shape | out | median µs | min-max µs | MB moved | TB/s | %% ceiling | floor µs | exact | regs/spill/smem/occupancy |\n");
+  std::printf("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---|\n");
   for (const auto& r : rows) {
     const double tbps = r.bytes / (r.t.median_us * 1e-6) / 1e12;
-    std::printf("| %s | %d | %s | %s | %.2f | %.2f-%.2f | %.2f | %.2f | %.1f | %.2f | %s |\n", r.kind.c_str(), r.world, r.shape.c_str(),
+    std::printf("| %s | %d | %s | %s | %.2f | %.2f-%.2f | %.2f | %.2f | %.1f | %.2f | %s | %s |\n", r.kind.c_str(), r.world, r.shape.c_str(),
                 r.out.c_str(), r.t.median_us, r.t.min_us, r.t.max_us, r.bytes / 1e6, tbps, 100.0 * tbps * 1e12 / ceiling,
-                r.bytes / ceiling * 1e6, r.exact ? "bit-exact" : "MISMATCH");
+                r.bytes / ceiling * 1e6, r.exact ? "bit-exact" : "MISMATCH", r.resources.c_str());
   }
 }
 
@@ -134,7 +140,7 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       };
       Stream stream(ctx.device());
       std::vector<Stream*> streams{&stream};
-      Row row{"rmsnorm_quant", fmt::format("{}x{}", s.tokens, s.hidden), q == Quant::none ? "bf16" : "fp8", 1, {}, double(call_bytes), false};
+      Row row{"rmsnorm_quant", fmt::format("{}x{}", s.tokens, s.hidden), q == Quant::none ? "bf16" : "fp8", 1, {}, double(call_bytes), false, {}};
       row.t = time_graphs(ctx.device(), streams, [&](int, int c) { rmsnorm_quant(ctx, args_for(c), stream); }, replays, runs);
       stream.synchronize();
       reference::EpilogueConfig config{s.hidden, DType::bf16, q, jit::Norm::rms, 1e-6f, ctx.device().target()};
@@ -142,6 +148,7 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       row.exact = q == Quant::none ? sets[0].out.download<std::uint16_t>(n) == e.out
                                    : sets[0].out.download<std::uint8_t>(n) == e.q && sets[0].scales.download<float>(size_t(s.tokens)) == e.scales;
       row.exact = row.exact && sets[0].res_out.download<std::uint16_t>(n) == e.residual_out;
+      row.resources = describe_resources(ctx.kernel(ctx.spec(jit::Module::rmsnorm_quant, s.hidden, DType::bf16, q)));
       rows.push_back(row);
     }
   }
@@ -219,7 +226,7 @@ std::vector<Row> bench_fused(const CommandLine& cl) {
       const auto e = reference::epilogue(config, s.tokens, reference::fold(inputs, DType::bf16), res, w);
       for (int variant = 0; variant < 2; ++variant) {
         Row row{variant == 0 ? fmt::format("fused s{}", group.stage_for(s.tokens, s.hidden)) : "unfused", fmt::format("{}x{}", s.tokens, s.hidden),
-                q == Quant::none ? "bf16" : "fp8", world, {}, double(rank_bytes * world), true};
+                q == Quant::none ? "bf16" : "fp8", world, {}, double(rank_bytes * world), true, {}};
         row.t = time_graphs(dev, streams, variant == 0 ? std::function<void(int, int)>(fused) : std::function<void(int, int)>(unfused), replays, runs);
         for (auto* st : streams) st->synchronize();
         group.check();
@@ -228,6 +235,11 @@ std::vector<Row> bench_fused(const CommandLine& cl) {
           row.exact = row.exact && set.res_out.download<std::uint16_t>(n) == e.residual_out &&
                       (q == Quant::none ? set.out.download<std::uint16_t>(n) == e.out
                                         : set.out.download<std::uint8_t>(n) == e.q && set.scales.download<float>(size_t(s.tokens)) == e.scales);
+        }
+        if (variant == 0) {
+          Context& c = group.rank(0).context();
+          row.resources = describe_resources(c.kernel(c.spec(jit::Module::fused_ar, s.hidden, DType::bf16, q, jit::Norm::rms, world,
+                                                               group.stage_for(s.tokens, s.hidden))));
         }
         rows.push_back(row);
       }
@@ -311,7 +323,7 @@ int bench_main(int argc, char** argv) {
     nlohmann::json j = {{"mode", mode}, {"device", ctx.device().name()}, {"copy_ceiling_bytes_per_s", ceiling}, {"rows", nlohmann::json::array()}};
     for (const auto& r : rows) {
       j["rows"].push_back({{"kernel", r.kind}, {"world", r.world}, {"shape", r.shape}, {"out", r.out}, {"median_us", r.t.median_us},
-                           {"min_us", r.t.min_us}, {"max_us", r.t.max_us}, {"bytes", r.bytes}, {"exact", r.exact}});
+                           {"min_us", r.t.min_us}, {"max_us", r.t.max_us}, {"bytes", r.bytes}, {"exact", r.exact}, {"resources", r.resources}});
     }
     std::ofstream(cl.value("json")) << j.dump(2) << "\n";
   }
