@@ -58,27 +58,45 @@ __device__ __forceinline__ bool owns_vector(int k) {
   return threadIdx.x + k * THREADS < H / 8;
 }
 
+// The 16-byte vectors of one row this thread owns. Callers issue these loads before they wait
+// on anything else, so every load of a row is in flight at once (residual_out may alias
+// residual_in, which would otherwise order each load after the previous store).
+template <typename T, int H, int THREADS, int VPT>
+__device__ __forceinline__ void load_vectors(const T* row, Vec16 (&v)[VPT]) {
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    if (owns_vector<H, THREADS>(k)) v[k] = load16(row + (threadIdx.x + k * THREADS) * 8);
+  }
+}
+
+// Rows are held packed in T between the steps (every intermediate the contract keeps is
+// T-rounded anyway): half the registers of floats, which doubles the blocks resident per SM.
+
 // Step 7 for a row that is already y: amax, scale = amax > 0 ? amax / max : 1, q = fp8(y / scale).
 template <typename T, int H, int THREADS, int VPT>
-__device__ __forceinline__ void quantize_row(const float (&y)[VPT][8], u8* out, float* scale_out,
+__device__ __forceinline__ void quantize_row(const Vec16 (&y)[VPT], u8* out, float* scale_out,
                                              ReduceScratch& scratch) {
   float amax = 0.0f;
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     if (!owns_vector<H, THREADS>(k)) continue;
+    float v[8];
+    unpack8<T>(y[k], v);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) amax = max_keep_nan(amax, fabsf(y[k][j]));
+    for (int j = 0; j < 8; ++j) amax = max_keep_nan(amax, fabsf(v[j]));
   }
   amax = block_reduce<THREADS, true>(amax, scratch.amax);
   const float scale = amax > 0.0f ? amax / kFp8Max : 1.0f;
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     if (!owns_vector<H, THREADS>(k)) continue;
+    float v[8];
+    unpack8<T>(y[k], v);
     Vec8 q;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      const u32 lo = fp8x2(y[k][4 * i] / scale, y[k][4 * i + 1] / scale);
-      const u32 hi = fp8x2(y[k][4 * i + 2] / scale, y[k][4 * i + 3] / scale);
+      const u32 lo = fp8x2(v[4 * i] / scale, v[4 * i + 1] / scale);
+      const u32 hi = fp8x2(v[4 * i + 2] / scale, v[4 * i + 3] / scale);
       q.w[i] = lo | (hi << 16);
     }
     store8(out + (threadIdx.x + k * THREADS) * 8, q);
@@ -95,71 +113,56 @@ struct RowOutputs {
   T* mirror;     // kQuantFp8Mirror only
 };
 
-// The 16-byte vectors of one row this thread owns. Callers issue these loads before they wait
-// on anything else, so every load of a row is in flight at once (residual_out may alias
-// residual_in, which would otherwise order each load after the previous store).
-template <typename T, int H, int THREADS, int VPT>
-__device__ __forceinline__ void load_vectors(const T* row, Vec16 (&v)[VPT]) {
-#pragma unroll
-  for (int k = 0; k < VPT; ++k) {
-    if (owns_vector<H, THREADS>(k)) v[k] = load16(row + (threadIdx.x + k * THREADS) * 8);
-  }
-}
-
-// x holds ar = T(fold) widened (step 1 done by the caller), residual the row's residual_in
-// vectors; g holds f(w) or f(w) + 1.
-template <typename T, int H, int THREADS, int VPT, int QUANT>
-__device__ __forceinline__ void epilogue_row(float (&x)[VPT][8], const Vec16 (&residual)[VPT],
-                                             const float (&g)[VPT][8], float eps,
-                                             const RowOutputs<T>& row, ReduceScratch& scratch) {
+// ar = T(fold) (step 1, done by the caller) and the row's residual_in, packed. The weight is
+// read only after the sum of squares (an L1 hit after the first row), so it holds no registers
+// across the reductions.
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM>
+__device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16 (&residual)[VPT],
+                                             const T* weight, float eps, const RowOutputs<T>& row,
+                                             ReduceScratch& scratch) {
   // Step 2: res = T(ar + residual_in) -> residual_out.
+  Vec16 res[VPT];
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     if (!owns_vector<H, THREADS>(k)) continue;
-    const int vec = threadIdx.x + k * THREADS;
-    float r[8];
+    float a[8], r[8];
+    unpack8<T>(ar[k], a);
     unpack8<T>(residual[k], r);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) x[k][j] = round_to<T>(x[k][j] + r[j]);
-    store16(row.residual_out + vec * 8, pack8<T>(x[k]));
+    for (int j = 0; j < 8; ++j) a[j] = a[j] + r[j];
+    res[k] = pack8<T>(a);
+    store16(row.residual_out + (threadIdx.x + k * THREADS) * 8, res[k]);
   }
   // Step 3: ss, thread-local fmaf chain in element order, then the fixed block tree.
   float ss = 0.0f;
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     if (!owns_vector<H, THREADS>(k)) continue;
+    float v[8];
+    unpack8<T>(res[k], v);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) ss = fmaf(x[k][j], x[k][j], ss);
+    for (int j = 0; j < 8; ++j) ss = fmaf(v[j], v[j], ss);
   }
   ss = block_reduce<THREADS, false>(ss, scratch.sum);
   // Step 4: IEEE division and sqrt (the JIT never passes fast-math options).
   const float inv = 1.0f / sqrtf(ss / float(H) + eps);
-  // Step 6: y = T((res * inv) * g).
+  // Steps 5-6: g = f(w) (+ 1 for Gemma), y = T((res * inv) * g).
+  Vec16 y[VPT];
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     if (!owns_vector<H, THREADS>(k)) continue;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) x[k][j] = round_to<T>((x[k][j] * inv) * g[k][j]);
     const int vec = threadIdx.x + k * THREADS;
-    if (QUANT == kQuantNone) store16(static_cast<T*>(row.out) + vec * 8, pack8<T>(x[k]));
-    if (QUANT == kQuantFp8Mirror) store16(row.mirror + vec * 8, pack8<T>(x[k]));
+    float v[8], g[8];
+    unpack8<T>(res[k], v);
+    unpack8<T>(load16(weight + vec * 8), g);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = (v[j] * inv) * (NORM == kNormGemma ? g[j] + 1.0f : g[j]);
+    y[k] = pack8<T>(v);
+    if (QUANT == kQuantNone) store16(static_cast<T*>(row.out) + vec * 8, y[k]);
+    if (QUANT == kQuantFp8Mirror) store16(row.mirror + vec * 8, y[k]);
   }
   // Step 7.
-  if (QUANT != kQuantNone) quantize_row<T, H, THREADS, VPT>(x, static_cast<u8*>(row.out), row.scale, scratch);
-}
-
-// g = f(w) or f(w) + 1 for the vectors this thread owns; loaded once per block.
-template <typename T, int H, int THREADS, int VPT, int NORM>
-__device__ __forceinline__ void load_gain(const T* weight, float (&g)[VPT][8]) {
-#pragma unroll
-  for (int k = 0; k < VPT; ++k) {
-    if (!owns_vector<H, THREADS>(k)) continue;
-    unpack8<T>(load16(weight + (threadIdx.x + k * THREADS) * 8), g[k]);
-    if (NORM == kNormGemma) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) g[k][j] = g[k][j] + 1.0f;
-    }
-  }
+  if (QUANT != kQuantNone) quantize_row<T, H, THREADS, VPT>(y, static_cast<u8*>(row.out), row.scale, scratch);
 }
 
 }  // namespace arfuse

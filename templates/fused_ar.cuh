@@ -45,10 +45,10 @@ __device__ __forceinline__ bool cross_rank_barrier(const PeerBuffers& peers, int
   return failed == 0;
 }
 
-// acc = T( ((f(x0) + f(x1)) + f(x2)) + ... ), for the vectors this thread owns.
+// T( ((f(x0) + f(x1)) + f(x2)) + ... ), packed, for the vectors this thread owns. All W loads
+// of a vector are issued before the first add.
 template <typename T, int H, int THREADS, int VPT, int W>
-__device__ __forceinline__ void fold_row(const PeerBuffers& peers, long long offset,
-                                         float (&acc)[VPT][8]) {
+__device__ __forceinline__ void fold_row(const PeerBuffers& peers, long long offset, Vec16 (&sum)[VPT]) {
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     if (!owns_vector<H, THREADS>(k)) continue;
@@ -56,43 +56,43 @@ __device__ __forceinline__ void fold_row(const PeerBuffers& peers, long long off
     Vec16 v[W];
 #pragma unroll
     for (int r = 0; r < W; ++r) v[r] = load_shared_l2(static_cast<const T*>(peers.staging[r]) + element);
-    unpack8<T>(v[0], acc[k]);
+    float acc[8];
+    unpack8<T>(v[0], acc);
 #pragma unroll
     for (int r = 1; r < W; ++r) {
       float t[8];
       unpack8<T>(v[r], t);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc[k][j] += t[j];
+      for (int j = 0; j < 8; ++j) acc[j] += t[j];
     }
+    sum[k] = pack8<T>(acc);
+  }
+}
+
+// A row another rank wrote in this kernel (the gather buffer).
+template <typename T, int H, int THREADS, int VPT>
+__device__ __forceinline__ void load_row_l2(const T* row, Vec16 (&v)[VPT]) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[k][j] = round_to<T>(acc[k][j]);
+  for (int k = 0; k < VPT; ++k) {
+    if (owns_vector<H, THREADS>(k)) v[k] = load_shared_l2(row + (threadIdx.x + k * THREADS) * 8);
   }
 }
 
 template <typename T, int H, int THREADS, int VPT>
-__device__ __forceinline__ void load_row(const T* row, float (&x)[VPT][8]) {
+__device__ __forceinline__ void store_row(T* row, const Vec16 (&v)[VPT]) {
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
-    if (owns_vector<H, THREADS>(k)) unpack8<T>(load_shared_l2(row + (threadIdx.x + k * THREADS) * 8), x[k]);
-  }
-}
-
-template <typename T, int H, int THREADS, int VPT>
-__device__ __forceinline__ void store_row(T* row, const float (&x)[VPT][8]) {
-#pragma unroll
-  for (int k = 0; k < VPT; ++k) {
-    if (owns_vector<H, THREADS>(k)) store16(row + (threadIdx.x + k * THREADS) * 8, pack8<T>(x[k]));
+    if (owns_vector<H, THREADS>(k)) store16(row + (threadIdx.x + k * THREADS) * 8, v[k]);
   }
 }
 
 // The result of one reduced row: the epilogue, or (plain all-reduce) the sum itself.
-template <typename T, int H, int THREADS, int VPT, int QUANT, bool EPILOGUE>
-__device__ __forceinline__ void finish_row(const FusedArgs& a, int row, float (&x)[VPT][8],
-                                           const Vec16 (&residual)[VPT], const float (&g)[VPT][8],
-                                           ReduceScratch& scratch) {
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, bool EPILOGUE>
+__device__ __forceinline__ void finish_row(const FusedArgs& a, int row, const Vec16 (&ar)[VPT],
+                                           const Vec16 (&residual)[VPT], ReduceScratch& scratch) {
   const long long offset = (long long)row * H;
   if (!EPILOGUE) {
-    store_row<T, H, THREADS, VPT>(static_cast<T*>(a.out) + offset, x);
+    store_row<T, H, THREADS, VPT>(static_cast<T*>(a.out) + offset, ar);
     return;
   }
   RowOutputs<T> outputs;
@@ -101,7 +101,7 @@ __device__ __forceinline__ void finish_row(const FusedArgs& a, int row, float (&
                                     : static_cast<void*>(static_cast<u8*>(a.out) + offset);
   outputs.scale = a.scales + row;
   outputs.mirror = static_cast<T*>(a.mirror) + (QUANT == kQuantFp8Mirror ? offset : 0);
-  epilogue_row<T, H, THREADS, VPT, QUANT>(x, residual, g, a.eps, outputs, scratch);
+  epilogue_row<T, H, THREADS, VPT, QUANT, NORM>(ar, residual, static_cast<const T*>(a.weight), a.eps, outputs, scratch);
 }
 
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int W, int STAGE, bool EPILOGUE>
@@ -113,23 +113,21 @@ __global__ void __launch_bounds__(THREADS) fused_ar_kernel(FusedArgs a) {
   if (threadIdx.x == 0) failed = 0;
   Signal* self = a.peers.signal[a.rank];
   u32 epoch = self->epoch[blockIdx.x];  // read by all before any write (the write is last)
-  float g[VPT][8];
-  if (EPILOGUE) load_gain<T, H, THREADS, VPT, NORM>(static_cast<const T*>(a.weight), g);
 
   if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierEntry, failed)) {
     if (STAGE == 1) {
       for (int row = blockIdx.x; row < a.tokens; row += gridDim.x) {
         Vec16 residual[VPT];
         if (EPILOGUE) load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + (long long)row * H, residual);
-        float x[VPT][8];
+        Vec16 x[VPT];
         fold_row<T, H, THREADS, VPT, W>(a.peers, (long long)row * H, x);
-        finish_row<T, H, THREADS, VPT, QUANT, EPILOGUE>(a, row, x, residual, g, scratch);
+        finish_row<T, H, THREADS, VPT, QUANT, NORM, EPILOGUE>(a, row, x, residual, scratch);
       }
     } else {
       const int share = (a.tokens + W - 1) / W;
       const int first = a.rank * share, last = min(a.tokens, first + share);
       for (int row = first + blockIdx.x; row < last; row += gridDim.x) {
-        float x[VPT][8];
+        Vec16 x[VPT];
         fold_row<T, H, THREADS, VPT, W>(a.peers, (long long)row * H, x);
 #pragma unroll
         for (int r = 0; r < W; ++r) store_row<T, H, THREADS, VPT>(static_cast<T*>(a.peers.gather[r]) + (long long)row * H, x);
@@ -141,9 +139,9 @@ __global__ void __launch_bounds__(THREADS) fused_ar_kernel(FusedArgs a) {
           for (int row = begin + blockIdx.x; row < end; row += gridDim.x) {
             Vec16 residual[VPT];
             if (EPILOGUE) load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + (long long)row * H, residual);
-            float x[VPT][8];
-            load_row<T, H, THREADS, VPT>(static_cast<const T*>(a.peers.gather[a.rank]) + (long long)row * H, x);
-            finish_row<T, H, THREADS, VPT, QUANT, EPILOGUE>(a, row, x, residual, g, scratch);
+            Vec16 x[VPT];
+            load_row_l2<T, H, THREADS, VPT>(static_cast<const T*>(a.peers.gather[a.rank]) + (long long)row * H, x);
+            finish_row<T, H, THREADS, VPT, QUANT, NORM, EPILOGUE>(a, row, x, residual, scratch);
           }
         }
       }

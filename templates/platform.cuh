@@ -146,10 +146,6 @@ template <> struct Round<f16_t> {
   __device__ __forceinline__ static f16_t apply(float f) { return round_f16(f); }
 };
 
-// T(f): the value of f rounded to T, widened back (what the contract calls T()).
-template <typename T>
-__device__ __forceinline__ float round_to(float f) { return widen(Round<T>::apply(f)); }
-
 // The 8 elements of a Vec16, widened.
 template <typename T>
 __device__ __forceinline__ void unpack8(const Vec16& v, float (&out)[8]) {

@@ -14,25 +14,18 @@ __global__ void __launch_bounds__(THREADS)
 rmsnorm_quant_kernel(const T* in, const T* residual_in, T* residual_out, const T* weight,
                      float eps, void* out, float* scales, T* mirror, int tokens) {
   __shared__ ReduceScratch scratch;
-  float g[VPT][8];
-  load_gain<T, H, THREADS, VPT, NORM>(weight, g);
   for (int row = blockIdx.x; row < tokens; row += gridDim.x) {
     const long long offset = (long long)row * H;
     Vec16 input[VPT], residual[VPT];
     load_vectors<T, H, THREADS, VPT>(in + offset, input);
     load_vectors<T, H, THREADS, VPT>(residual_in + offset, residual);
-    float x[VPT][8];
-#pragma unroll
-    for (int k = 0; k < VPT; ++k) {
-      if (owns_vector<H, THREADS>(k)) unpack8<T>(input[k], x[k]);
-    }
     RowOutputs<T> outputs;
     outputs.residual_out = residual_out + offset;
     outputs.out = QUANT == kQuantNone ? static_cast<void*>(static_cast<T*>(out) + offset)
                                       : static_cast<void*>(static_cast<u8*>(out) + offset);
     outputs.scale = scales + row;
     outputs.mirror = QUANT == kQuantFp8Mirror ? mirror + offset : mirror;
-    epilogue_row<T, H, THREADS, VPT, QUANT>(x, residual, g, eps, outputs, scratch);
+    epilogue_row<T, H, THREADS, VPT, QUANT, NORM>(input, residual, weight, eps, outputs, scratch);
   }
 }
 
@@ -42,11 +35,8 @@ token_quant_kernel(const T* in, u8* out, float* scales, int tokens) {
   __shared__ ReduceScratch scratch;
   for (int row = blockIdx.x; row < tokens; row += gridDim.x) {
     const long long offset = (long long)row * H;
-    float y[VPT][8];
-#pragma unroll
-    for (int k = 0; k < VPT; ++k) {
-      if (owns_vector<H, THREADS>(k)) unpack8<T>(load16(in + offset + (threadIdx.x + k * THREADS) * 8), y[k]);
-    }
+    Vec16 y[VPT];
+    load_vectors<T, H, THREADS, VPT>(in + offset, y);
     quantize_row<T, H, THREADS, VPT>(y, out + offset, scales + row, scratch);
   }
 }
