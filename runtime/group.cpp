@@ -139,23 +139,20 @@ void Rank::launch(const jit::KernelSpec& spec, FusedArgs a, const void* input, s
 
 namespace {
 
-void check_shape(const Group& g, int tokens, int hidden) {
-  detail::require_tokens(tokens, g.max_tokens());
-  if (hidden > g.max_hidden()) {
-    throw Error(fmt::format("hidden is {}, more than the max_hidden of {} the group was created with", hidden, g.max_hidden()));
+void check_shape(int tokens, int hidden, int max_tokens, int max_hidden) {
+  detail::require_tokens(tokens, max_tokens);
+  if (hidden <= 0 || hidden % 8 != 0) {
+    throw Error(fmt::format("hidden is {}; it must be a positive multiple of 8", hidden));
   }
-  if (std::uint64_t(tokens) * std::uint64_t(hidden) > std::uint64_t(g.max_tokens()) * std::uint64_t(g.max_hidden())) {
-    throw Error(fmt::format("tokens x hidden = {} x {} exceeds the staging capacity of {} elements", tokens, hidden,
-                            std::uint64_t(g.max_tokens()) * std::uint64_t(g.max_hidden())));
+  if (hidden > max_hidden) {
+    throw Error(fmt::format("hidden is {}, more than the max_hidden of {} the group was created with", hidden, max_hidden));
   }
 }
 
 }  // namespace
 
-void Rank::allreduce_rmsnorm(const AllreduceRmsnormArgs& a, const Stream& stream) {
-  check_shape(*group_, a.tokens, a.hidden);
-  const int stage = group_->stage_for(a.tokens, a.hidden);
-  const auto spec = context_->spec(jit::Module::fused_ar, a.hidden, a.dtype, a.quant, a.norm, group_->world(), stage);
+void validate_args(const AllreduceRmsnormArgs& a, int max_tokens, int max_hidden) {
+  check_shape(a.tokens, a.hidden, max_tokens, max_hidden);
   detail::require_eps(a.eps);
   if (a.tokens == 0) return;
   using detail::require_pointer;
@@ -166,6 +163,20 @@ void Rank::allreduce_rmsnorm(const AllreduceRmsnormArgs& a, const Stream& stream
   require_pointer(a.out, "out", "(the normalised output)");
   if (a.quant != jit::Quant::none) require_pointer(a.scales, "scales", "with FP8 output");
   if (a.quant == jit::Quant::fp8_mirror) require_pointer(a.mirror, "mirror", "with quant fp8_mirror");
+}
+
+void validate_args(const AllreduceArgs& a, int max_tokens, int max_hidden) {
+  check_shape(a.tokens, a.hidden, max_tokens, max_hidden);
+  if (a.tokens == 0) return;
+  detail::require_pointer(a.input, "input", "(this rank's contribution)");
+  detail::require_pointer(a.out, "out", "(the sum)");
+}
+
+void Rank::allreduce_rmsnorm(const AllreduceRmsnormArgs& a, const Stream& stream) {
+  validate_args(a, group_->max_tokens(), group_->max_hidden());
+  if (a.tokens == 0) return;
+  const int stage = group_->stage_for(a.tokens, a.hidden);
+  const auto spec = context_->spec(jit::Module::fused_ar, a.hidden, a.dtype, a.quant, a.norm, group_->world(), stage);
   FusedArgs f{};
   f.peers = group_->peers_;
   f.rank = index_;
@@ -182,13 +193,11 @@ void Rank::allreduce_rmsnorm(const AllreduceRmsnormArgs& a, const Stream& stream
 }
 
 void Rank::allreduce(const AllreduceArgs& a, const Stream& stream) {
-  check_shape(*group_, a.tokens, a.hidden);
+  validate_args(a, group_->max_tokens(), group_->max_hidden());
+  if (a.tokens == 0) return;
   const int stage = group_->stage_for(a.tokens, a.hidden);
   const auto spec = context_->spec(jit::Module::allreduce, a.hidden, a.dtype, jit::Quant::none, jit::Norm::rms,
                                    group_->world(), stage);
-  if (a.tokens == 0) return;
-  detail::require_pointer(a.input, "input", "(this rank's contribution)");
-  detail::require_pointer(a.out, "out", "(the sum)");
   FusedArgs f{};
   f.peers = group_->peers_;
   f.rank = index_;

@@ -60,6 +60,11 @@ struct AllreduceArgs {
   jit::DType dtype = jit::DType::bf16;
 };
 
+// The checks every call makes before it launches; arfuse::Error names the argument. Public so
+// that an engine can validate once at set-up (and the tests without a GPU).
+void validate_args(const AllreduceRmsnormArgs& args, int max_tokens, int max_hidden);
+void validate_args(const AllreduceArgs& args, int max_tokens, int max_hidden);
+
 class Group;
 
 class Rank {

@@ -1,0 +1,100 @@
+// [cpu] What the Group decides without a GPU: argument validation messages, tuning-table
+// parsing and the one-/two-stage dispatch.
+#include "arfuse/base/error.hpp"
+#include "arfuse/runtime/group.hpp"
+#include "support.hpp"
+
+using namespace arfuse;
+using Catch::Contains;
+
+namespace {
+
+alignas(16) unsigned char buffers[6][64];
+
+AllreduceRmsnormArgs good_args() {
+  AllreduceRmsnormArgs a;
+  a.input = buffers[0], a.residual_in = buffers[1], a.residual_out = buffers[2], a.weight = buffers[3];
+  a.out = buffers[4], a.scales = reinterpret_cast<float*>(buffers[5]), a.mirror = buffers[5];
+  a.tokens = 16, a.hidden = 6144, a.quant = jit::Quant::fp8_mirror;
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("fused call arguments are validated with messages that name them", "[cpu][group]") {
+  REQUIRE_NOTHROW(validate_args(good_args(), 512, 8192));
+  auto a = good_args();
+  a.tokens = 513;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("tokens is 513") && Contains("capacity of 512"));
+  a = good_args(), a.tokens = -1;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("tokens is -1"));
+  a = good_args(), a.hidden = 8200;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("hidden is 8200") && Contains("max_hidden of 8192"));
+  a = good_args(), a.hidden = 6100;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("multiple of 8"));
+  a = good_args(), a.eps = -1e-6f;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("eps") && Contains(">= 0"));
+  a = good_args(), a.eps = std::numeric_limits<float>::quiet_NaN();
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("finite"));
+  a = good_args(), a.residual_in = nullptr;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("residual_in is null"));
+  a = good_args(), a.mirror = nullptr;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("mirror is null") && Contains("fp8_mirror"));
+  a = good_args(), a.quant = jit::Quant::fp8, a.mirror = nullptr;
+  REQUIRE_NOTHROW(validate_args(a, 512, 8192));
+  a.scales = nullptr;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("scales is null") && Contains("FP8"));
+  a = good_args(), a.out = buffers[4] + 2;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("out") && Contains("16-byte aligned"));
+  a = good_args(), a.tokens = 0, a.input = nullptr;
+  REQUIRE_NOTHROW(validate_args(a, 512, 8192));  // an empty call needs no tensors
+  AllreduceArgs p;
+  p.input = buffers[0], p.out = nullptr, p.tokens = 4, p.hidden = 4096;
+  REQUIRE_THROWS_WITH(validate_args(p, 512, 8192), Contains("out is null"));
+}
+
+TEST_CASE("tuning tables parse, validate and drive the stage choice", "[cpu][group]") {
+  const auto table = TuningTable::parse(R"({"version": 1, "targets": {
+      "sm_90": {"4": {"two_stage_min_bytes": 1048576}},
+      "sm_90:virtual": {"4": {"two_stage_min_bytes": 4294967296}},
+      "default": {"2": {"two_stage_min_bytes": 100}}}})", "test");
+  CHECK(table.stage_for("sm_90", 4, 1048575) == 1);
+  CHECK(table.stage_for("sm_90", 4, 1048576) == 2);
+  CHECK(table.stage_for("sm_90", 4, 1048576, true) == 1);  // virtual ranks look up sm_90:virtual
+  CHECK(table.stage_for("sm_100", 2, 100) == 2);           // falls back to default
+  CHECK(table.stage_for("sm_100", 8, 1ull << 40) == 1);    // no entry: one stage
+  // The same inputs give the same decision: every rank evaluates the same table.
+  for (std::uint64_t bytes : {0ull, 1ull << 10, 1ull << 20, 1ull << 30}) {
+    CHECK(table.stage_for("sm_90", 4, bytes) == table.stage_for("sm_90", 4, bytes));
+  }
+  const auto embedded = TuningTable::embedded_default();
+  CHECK(embedded.stage_for("sm_90", 4, 512ull << 20, true) == 1);
+  CHECK(embedded.stage_for("sm_90", 4, 64ull << 20, false) == 2);
+
+  REQUIRE_THROWS_WITH(TuningTable::parse("{", "t.json"), Contains("t.json is not valid JSON"));
+  REQUIRE_THROWS_WITH(TuningTable::parse(R"({"version": 2, "targets": {}})", "t"), Contains("$.version"));
+  REQUIRE_THROWS_WITH(TuningTable::parse(R"({"version": 1, "targets": {}, "extra": 1})", "t"), Contains("$.extra") && Contains("unknown key"));
+  REQUIRE_THROWS_WITH(TuningTable::parse(R"({"version": 1, "targets": {"sm_90": {"9": {"two_stage_min_bytes": 1}}}})", "t"),
+                      Contains("$.targets.sm_90.9") && Contains("2 to 8"));
+  REQUIRE_THROWS_WITH(TuningTable::parse(R"({"version": 1, "targets": {"sm_90": {"4": {"two_stage_min_bytes": -5}}}})", "t"),
+                      Contains("two_stage_min_bytes") && Contains("-5"));
+  REQUIRE_THROWS_WITH(TuningTable::parse(R"({"version": 1, "targets": {"sm_90": {"4": {"threshold": 5}}}})", "t"),
+                      Contains("$.targets.sm_90.4"));
+  setenv("ARFUSE_TUNING", "/nonexistent/tuning.json", 1);
+  REQUIRE_THROWS_WITH(TuningTable::from_environment(), Contains("ARFUSE_TUNING=/nonexistent/tuning.json"));
+  unsetenv("ARFUSE_TUNING");
+}
+
+TEST_CASE("a group with bad options is refused before touching a device", "[cpu][group]") {
+  GroupOptions o;
+  o.devices = {0};
+  o.max_tokens = 16, o.max_hidden = 4096;
+  REQUIRE_THROWS_WITH(Group(o), Contains("2 to 8 ranks"));
+  o.devices = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  REQUIRE_THROWS_WITH(Group(o), Contains("got 9"));
+  o.devices = {0, 0};
+  o.max_tokens = 0;
+  REQUIRE_THROWS_WITH(Group(o), Contains("max_tokens"));
+  o.max_tokens = 16, o.max_hidden = 4100;
+  REQUIRE_THROWS_WITH(Group(o), Contains("max_hidden"));
+}
