@@ -21,7 +21,9 @@ typedef unsigned short u16;
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-constexpr int kWarpSize = ARFUSE_WARP_SIZE;
+// Namespace-scope constants are inline (external linkage): an internal-linkage symbol gets a
+// per-process name from the compiler, which would make compiled code differ run to run.
+inline constexpr int kWarpSize = ARFUSE_WARP_SIZE;
 
 // Storage types; the kernels never do arithmetic in them, only widen and round.
 struct f16_t { u16 bits; };
@@ -170,9 +172,9 @@ __device__ __forceinline__ Vec16 pack8(const float (&in)[8]) {
 // ---- fp8 e4m3 ---------------------------------------------------------------------------
 
 #if ARFUSE_FP8_FNUZ
-constexpr float kFp8Max = 240.0f;
+inline constexpr float kFp8Max = 240.0f;
 #else
-constexpr float kFp8Max = 448.0f;
+inline constexpr float kFp8Max = 448.0f;
 #endif
 
 // f32 -> e4m3fn / e4m3fnuz, round to nearest even, saturating to +-max (Inf too); NaN -> the

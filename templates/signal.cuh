@@ -13,9 +13,9 @@
 
 namespace arfuse {
 
-constexpr int kMaxWorld = 8;
-constexpr int kMaxBlocks = 1024;
-constexpr unsigned int kSignalLayoutVersion = 1;
+inline constexpr int kMaxWorld = 8;
+inline constexpr int kMaxBlocks = 1024;
+inline constexpr unsigned int kSignalLayoutVersion = 1;
 
 struct Signal {
   // flag[b][r]: the barrier epoch that block b of rank r last announced to this rank.

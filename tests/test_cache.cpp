@@ -309,3 +309,27 @@ TEST_CASE("a missing library or symbol is a clear error", "[cpu][jit]") {
   DynamicLibrary libc("the C library", {"libc.so.6"});
   REQUIRE_THROWS_WITH(libc.symbol("malloc"), Contains("does not export malloc"));
 }
+
+TEST_CASE("compiled code is the same in every process (a cache can be shared and verified)", "[cpu][cache][nvrtc]") {
+  const std::string a = fresh_dir(), b = fresh_dir();
+  const auto s = spec("fused_ar/h2880/bf16/fp8_mirror/gemma/w4/s2/sm_90");
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    try {
+      KernelCache(options_for(a)).get(s);
+    } catch (...) {
+      _exit(1);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  KernelCache(options_for(b)).get(s);
+  const auto in_a = DiskCache(a).list(), in_b = DiskCache(b).list();
+  REQUIRE(in_a.size() == 1);
+  REQUIRE(in_b.size() == 1);
+  CHECK(in_a[0].file_name == in_b[0].file_name);
+  CHECK(read_file(in_a[0].path) == read_file(in_b[0].path));
+}
