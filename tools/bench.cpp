@@ -296,12 +296,12 @@ void bench_compile(const CommandLine&) {
     }
   }
   auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
-  std::printf("| step | median | min | max |\n|---|---:|---:|---:|\n");
+  std::printf("| step | median µs | min µs | max µs |\n|---|---:|---:|---:|\n");
   for (auto [name, v] : {std::pair<const char*, std::vector<double>*>{"cold compile (NVRTC, sm_90)", &cold}, {"disk hit (new KernelCache, verified)", &disk},
                          {"KernelCache::get memory hit (renders + hashes)", &memory}, {"disk hit -> launchable kernel (new Context, module loaded)", &launchable},
                          {"Context::kernel memory hit", &context_memory}}) {
     if (v->empty()) continue;
-    std::printf("| %s | %.3f ms | %.3f ms | %.3f ms |\n", name, med(*v) * 1e3, *std::min_element(v->begin(), v->end()) * 1e3, *std::max_element(v->begin(), v->end()) * 1e3);
+    std::printf("| %s | %.3f | %.3f | %.3f |\n", name, med(*v) * 1e6, *std::min_element(v->begin(), v->end()) * 1e6, *std::max_element(v->begin(), v->end()) * 1e6);
   }
 }
 
