@@ -18,13 +18,8 @@ void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream
   detail::require_tokens(a.tokens);
   detail::require_eps(a.eps);
   if (a.tokens == 0) return;
-  require_pointer(a.input, "input", "(the reduced tensor)");
-  require_pointer(a.residual_in, "residual_in", "(the residual add)");
-  require_pointer(a.residual_out, "residual_out", "(the updated residual)");
-  require_pointer(a.weight, "weight", "(the norm weight)");
-  require_pointer(a.out, "out", "(the normalised output)");
-  if (a.quant != jit::Quant::none) require_pointer(a.scales, "scales", "with FP8 output");
-  if (a.quant == jit::Quant::fp8_mirror) require_pointer(a.mirror, "mirror", "with quant fp8_mirror");
+  detail::require_epilogue_pointers({a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.quant},
+                                    "(the reduced tensor)");
   const void* in = a.input;
   const void* res_in = a.residual_in;
   void* res_out = a.residual_out;

@@ -155,14 +155,8 @@ void validate_args(const AllreduceRmsnormArgs& a, int max_tokens, int max_hidden
   check_shape(a.tokens, a.hidden, max_tokens, max_hidden);
   detail::require_eps(a.eps);
   if (a.tokens == 0) return;
-  using detail::require_pointer;
-  require_pointer(a.input, "input", "(this rank's contribution)");
-  require_pointer(a.residual_in, "residual_in", "(the residual add)");
-  require_pointer(a.residual_out, "residual_out", "(the updated residual)");
-  require_pointer(a.weight, "weight", "(the norm weight)");
-  require_pointer(a.out, "out", "(the normalised output)");
-  if (a.quant != jit::Quant::none) require_pointer(a.scales, "scales", "with FP8 output");
-  if (a.quant == jit::Quant::fp8_mirror) require_pointer(a.mirror, "mirror", "with quant fp8_mirror");
+  detail::require_epilogue_pointers({a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.quant},
+                                    "(this rank's contribution)");
 }
 
 void validate_args(const AllreduceArgs& a, int max_tokens, int max_hidden) {

@@ -31,4 +31,14 @@ void require_eps(float eps) {
   if (!std::isfinite(eps) || eps < 0.0f) throw Error(fmt::format("eps is {}; it must be finite and >= 0", eps));
 }
 
+void require_epilogue_pointers(const EpiloguePointers& p, const char* input_role) {
+  require_pointer(p.input, "input", input_role);
+  require_pointer(p.residual_in, "residual_in", "(the residual add)");
+  require_pointer(p.residual_out, "residual_out", "(the updated residual)");
+  require_pointer(p.weight, "weight", "(the norm weight)");
+  require_pointer(p.out, "out", "(the normalised output)");
+  if (p.quant != jit::Quant::none) require_pointer(p.scales, "scales", "with FP8 output");
+  if (p.quant == jit::Quant::fp8_mirror) require_pointer(p.mirror, "mirror", "with quant fp8_mirror");
+}
+
 }  // namespace arfuse::detail

@@ -4,11 +4,26 @@
 
 #include <string>
 
+#include "arfuse/jit/kernel_spec.hpp"
+
 namespace arfuse::detail {
 
 void require_pointer(const void* p, const char* name, const std::string& why_needed);
 void require_aligned(const void* p, const char* name);
 void require_tokens(int tokens, int capacity = -1);
 void require_eps(float eps);
+
+// The tensors an epilogue call reads and writes; scales and mirror only where `quant` needs them.
+struct EpiloguePointers {
+  const void* input;
+  const void* residual_in;
+  const void* residual_out;
+  const void* weight;
+  const void* out;
+  const void* scales;
+  const void* mirror;
+  jit::Quant quant;
+};
+void require_epilogue_pointers(const EpiloguePointers& p, const char* input_role);
 
 }  // namespace arfuse::detail
