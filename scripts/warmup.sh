@@ -9,5 +9,8 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target arfuse-warmup arfuse-cache
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 args=("$@")
-if [ ${#args[@]} -eq 0 ] && ! nvidia-smi -L >/dev/null 2>&1; then args=(--target sm_90); fi
+case " $* " in
+  *" --target"*|*" --config"*) ;;
+  *) nvidia-smi -L >/dev/null 2>&1 || args+=(--target sm_90) ;;
+esac
 build/tools/arfuse-warmup "${args[@]}"
