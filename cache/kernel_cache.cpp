@@ -83,7 +83,7 @@ CompiledKernel KernelCache::get(const jit::KernelSpec& spec) {
   try {
     std::shared_ptr<const CompiledKernel> result;
     if (backend) {
-      result = produce(source, *backend);
+      result = produce(source, source_digest, *backend);
     } else {
       auto entry = disk_ ? disk_->get_any(source_digest) : std::nullopt;
       if (!entry) {
@@ -106,10 +106,9 @@ CompiledKernel KernelCache::get(const jit::KernelSpec& spec) {
   }
 }
 
-std::shared_ptr<const CompiledKernel> KernelCache::produce(const jit::Source& source,
+std::shared_ptr<const CompiledKernel> KernelCache::produce(const jit::Source& source, const Digest& source_digest,
                                                            const jit::Compiler& backend) {
   jit::require_target(backend, source.spec.target);
-  const Digest source_digest = source_key(source);
   const Digest key = full_key(source_digest, backend.identity());
   auto k = std::make_shared<CompiledKernel>();
   k->spec = source.spec;

@@ -53,7 +53,8 @@ class KernelCache {
   std::shared_ptr<const jit::Compiler> compiler(jit::Vendor vendor);
 
  private:
-  std::shared_ptr<const CompiledKernel> produce(const jit::Source& source, const jit::Compiler& backend);
+  std::shared_ptr<const CompiledKernel> produce(const jit::Source& source, const Digest& source_digest,
+                                                const jit::Compiler& backend);
 
   CacheOptions options_;
   std::unique_ptr<DiskCache> disk_;

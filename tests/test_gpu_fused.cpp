@@ -74,10 +74,6 @@ struct Case {
   Norm norm;
 };
 
-struct Expected {
-  reference::EpilogueOutputs outputs;
-};
-
 // Uploads fresh inputs (distinct per rank; residual and weight shared, as in tensor parallel).
 reference::EpilogueOutputs prepare(VirtualGroup& g, const Case& c, std::mt19937& rng) {
   const size_t n = size_t(c.tokens) * c.hidden;
