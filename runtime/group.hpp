@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "arfuse/runtime/context.hpp"
+#include "arfuse/runtime/epilogue.hpp"
 #include "arfuse/runtime/tuning.hpp"
 #include "arfuse/templates/signal.cuh"
 
@@ -36,21 +37,9 @@ struct GroupOptions {
   std::optional<TuningTable> tuning;  // default: TuningTable::from_environment()
 };
 
-struct AllreduceRmsnormArgs {
-  const void* input = nullptr;  // T [tokens, hidden]; no copy when it is input_buffer()
-  const void* residual_in = nullptr;
-  void* residual_out = nullptr;
-  const void* weight = nullptr;
-  float eps = 1e-6f;
-  void* out = nullptr;      // T, or fp8 bytes
-  float* scales = nullptr;  // fp32 [tokens], quant modes
-  void* mirror = nullptr;   // T, fp8_mirror
-  int tokens = 0;
-  int hidden = 0;
-  jit::DType dtype = jit::DType::bf16;
-  jit::Quant quant = jit::Quant::none;
-  jit::Norm norm = jit::Norm::rms;
-};
+// The epilogue's arguments (runtime/epilogue.hpp), with `input` this rank's contribution
+// [tokens, hidden]; no copy is made when it is input_buffer().
+struct AllreduceRmsnormArgs : RmsnormQuantArgs {};
 
 struct AllreduceArgs {
   const void* input = nullptr;
