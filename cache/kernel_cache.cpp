@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/error.hpp"
-#include "arfuse/base/log.hpp"
 #include "arfuse/cache/cache_key.hpp"
 
 namespace arfuse::cache {

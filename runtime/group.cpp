@@ -89,8 +89,9 @@ void Group::force_stage(std::optional<int> stage) {
 }
 
 unsigned Group::grid_for(const LaunchableKernel& k, int rows) const {
-  int resident = std::max(1, k.max_blocks_per_multiprocessor) * ranks_[0]->device().multiprocessors();
-  for (const auto& r : ranks_) resident = std::min(resident, std::max(1, k.max_blocks_per_multiprocessor) * r->device().multiprocessors());
+  int multiprocessors = ranks_[0]->device().multiprocessors();
+  for (const auto& r : ranks_) multiprocessors = std::min(multiprocessors, r->device().multiprocessors());
+  const int resident = std::max(1, k.max_blocks_per_multiprocessor) * multiprocessors;
   const int cap = std::max(1, resident / max_ranks_per_device_);
   return unsigned(std::max(1, std::min({rows, cap, kMaxBlocks})));
 }

@@ -187,7 +187,6 @@ std::vector<Row> bench_fused(const CommandLine& cl) {
       std::vector<std::unique_ptr<Stream>> owned;
       std::vector<Stream*> streams;
       for (int r = 0; r < world; ++r) {
-        group.rank(r).context();
         cuda::check(cuda::driver().cuMemcpyHtoD(reinterpret_cast<cuda::CUdeviceptr>(group.rank(r).input_buffer()), inputs[size_t(r)].data(), n * 2), "cuMemcpyHtoD");
         weights.push_back(std::make_unique<DeviceBuffer>(dev, std::size_t(s.hidden) * 2));
         weights.back()->upload(w);
@@ -199,6 +198,8 @@ std::vector<Row> bench_fused(const CommandLine& cl) {
         owned.push_back(std::make_unique<Stream>(dev));
         streams.push_back(owned.back().get());
       }
+      // The copies into the staging buffers ran on the legacy stream (see DeviceBuffer::upload).
+      cuda::check(cuda::driver().cuCtxSynchronize(), "cuCtxSynchronize");
       auto fused = [&](int r, int c) {
         Set& set = sets[size_t(r)][size_t(c % k)];
         AllreduceRmsnormArgs a;
