@@ -131,6 +131,20 @@ class SocketBootstrap final : public Bootstrap {
   int world() const override { return world_; }
 
   std::vector<std::string> allgather(const std::string& mine) override {
+    if (!broken_.empty()) throw Error(fmt::format("bootstrap: unusable after an earlier failure ({})", broken_));
+    try {
+      return exchange(mine);
+    } catch (const Error& e) {
+      // Close every connection, so that the other ranks fail now instead of at their timeout.
+      broken_ = e.what();
+      for (int& fd : peers_) if (fd >= 0) ::close(fd), fd = -1;
+      if (root_ >= 0) ::close(root_), root_ = -1;
+      throw;
+    }
+  }
+
+ private:
+  std::vector<std::string> exchange(const std::string& mine) {
     const std::uint32_t round = round_++;
     const auto deadline = Clock::now() + timeout_;
     std::vector<std::string> all(static_cast<size_t>(world_));
@@ -151,7 +165,6 @@ class SocketBootstrap final : public Bootstrap {
     return all;
   }
 
- private:
   void listen_and_accept() {
     peers_.assign(size_t(world_), -1);
     if (world_ == 1) return;
@@ -221,6 +234,7 @@ class SocketBootstrap final : public Bootstrap {
   std::vector<int> peers_;
   int root_ = -1;
   std::uint32_t round_ = 0;
+  std::string broken_;
 };
 
 // ---- callback -----------------------------------------------------------------------------

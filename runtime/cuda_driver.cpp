@@ -56,6 +56,10 @@ Driver bind_driver(const DynamicLibrary& lib) {
   lib.bind(d.cuStreamWaitEvent, "cuStreamWaitEvent");
   lib.bind(d.cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer");
   lib.bind(d.cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess");
+  lib.bind(d.cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId");
+  lib.bind(d.cuIpcGetMemHandle, "cuIpcGetMemHandle");
+  lib.bind(d.cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2");
+  lib.bind(d.cuIpcCloseMemHandle, "cuIpcCloseMemHandle");
   return d;
 }
 

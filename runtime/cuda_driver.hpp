@@ -29,6 +29,12 @@ constexpr int kCaptureModeThreadLocal = 1;
 constexpr int kErrorNotReady = 600;
 constexpr int kErrorNoDevice = 100;
 constexpr int kErrorPeerAccessAlreadyEnabled = 704;
+constexpr unsigned kIpcMemLazyEnablePeerAccess = 1;
+
+// CUipcMemHandle: an opaque 64-byte value, passed by value like cuda.h's struct.
+struct IpcMemHandle {
+  char reserved[64];
+};
 
 struct Driver {
   CUresult (*cuInit)(unsigned);
@@ -74,6 +80,10 @@ struct Driver {
   CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
   CUresult (*cuDeviceCanAccessPeer)(int*, CUdevice, CUdevice);
   CUresult (*cuCtxEnablePeerAccess)(CUcontext, unsigned);
+  CUresult (*cuDeviceGetPCIBusId)(char*, int, CUdevice);
+  CUresult (*cuIpcGetMemHandle)(IpcMemHandle*, CUdeviceptr);
+  CUresult (*cuIpcOpenMemHandle)(CUdeviceptr*, IpcMemHandle, unsigned);
+  CUresult (*cuIpcCloseMemHandle)(CUdeviceptr);
 };
 
 // Loads and initialises the driver once; throws arfuse::Unavailable when there is no driver

@@ -34,6 +34,9 @@ Device::Device(int ordinal) : ordinal_(ordinal) {
   check(d.cuDeviceGetAttribute(&minor, cuda::kAttrComputeCapabilityMinor, handle_), "cuDeviceGetAttribute");
   check(d.cuDeviceGetAttribute(&multiprocessors_, cuda::kAttrMultiprocessorCount, handle_), "cuDeviceGetAttribute");
   target_ = jit::Target::parse(fmt::format("sm_{}{}", major, minor));
+  char bus[64] = {};
+  check(d.cuDeviceGetPCIBusId(bus, sizeof(bus), handle_), "cuDeviceGetPCIBusId");
+  pci_bus_id_ = bus;
   check(d.cuDevicePrimaryCtxRetain(&context_, handle_), "cuDevicePrimaryCtxRetain");
   make_current();
 }

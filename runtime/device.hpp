@@ -25,6 +25,8 @@ class Device {
   const std::string& name() const { return name_; }
   const jit::Target& target() const { return target_; }
   int multiprocessors() const { return multiprocessors_; }
+  // "0000:19:00.0": names the physical GPU across processes, whatever CUDA_VISIBLE_DEVICES says.
+  const std::string& pci_bus_id() const { return pci_bus_id_; }
   // Makes this device's primary context current on the calling thread.
   void make_current() const;
   void make_current_quietly() const;  // for destructors: errors ignored
@@ -39,6 +41,7 @@ class Device {
   std::string name_;
   jit::Target target_ = jit::Target::parse("sm_90");
   int multiprocessors_ = 0;
+  std::string pci_bus_id_;
 };
 
 class DeviceBuffer {

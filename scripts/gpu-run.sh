@@ -14,3 +14,11 @@ if ! { cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH
   exit 1
 fi
 build-device/tools/arfuse-warmup --quiet --jobs 16 --json "$OUT/warmup.json" | tail -4
+# NCCL for the [gpu][nccl] tests and the bench's NCCL peer: PyTorch's wheel carries one.
+if [ -z "${ARFUSE_NCCL_LIBRARY:-}" ]; then
+  for d in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) /usr/lib /usr/local; do
+    found=$(find "$d" -name 'libnccl.so.2' 2>/dev/null | head -1)
+    if [ -n "$found" ]; then export ARFUSE_NCCL_LIBRARY=$found; break; fi
+  done
+fi
+echo "NCCL: ${ARFUSE_NCCL_LIBRARY:-not found}"

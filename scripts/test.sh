@@ -8,7 +8,14 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"$(nproc)"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 labels=cpu
-if nvidia-smi -L >/dev/null 2>&1; then labels='cpu|gpu'; fi
+if nvidia-smi -L >/dev/null 2>&1; then
+  labels='cpu|gpu'
+  if [ -n "${ARFUSE_NCCL_LIBRARY:-}" ] || ldconfig -p | grep -q 'libnccl\.so\.2'; then
+    labels='cpu|gpu|nccl'
+  else
+    echo "NOT RUN: the [gpu][nccl] tests (no libnccl.so.2 found; set ARFUSE_NCCL_LIBRARY to run them)"
+  fi
+fi
 ctest --test-dir "$build" --output-on-failure -L "$labels"
 # A downstream project builds against the installed package.
 rm -rf "$build/install" "$build/downstream"

@@ -87,14 +87,32 @@ TEST_CASE("tuning tables parse, validate and drive the stage choice", "[cpu][gro
 
 TEST_CASE("a group with bad options is refused before touching a device", "[cpu][group]") {
   GroupOptions o;
-  o.devices = {0};
+  o.devices = {};
   o.max_tokens = 16, o.max_hidden = 4096;
-  REQUIRE_THROWS_WITH(Group(o), Contains("2 to 8 ranks"));
+  REQUIRE_THROWS_WITH(Group(o), Contains("1 to 8 ranks") && Contains("got 0"));
   o.devices = {0, 0, 0, 0, 0, 0, 0, 0, 0};
   REQUIRE_THROWS_WITH(Group(o), Contains("got 9"));
+  o.devices = {0};
+  o.transport = Transport::custom;
+  REQUIRE_THROWS_WITH(Group(o), Contains("custom kernels need 2 or more ranks"));
+  o.devices = {0, 0};
+  o.transport = Transport::nccl;
+  REQUIRE_THROWS_WITH(Group(o), Contains("one rank per process or thread"));
+  o.transport = Transport::automatic;
+  o.bootstrap = callback_bootstrap(0, 2, [](const std::string& m) { return std::vector<std::string>{m, m}; });
+  REQUIRE_THROWS_WITH(Group(o), Contains("this rank's one device ordinal") && Contains("got 2 entries"));
+  o.bootstrap.reset();
   o.devices = {0, 0};
   o.max_tokens = 0;
   REQUIRE_THROWS_WITH(Group(o), Contains("max_tokens"));
   o.max_tokens = 16, o.max_hidden = 4100;
   REQUIRE_THROWS_WITH(Group(o), Contains("max_hidden"));
+}
+
+TEST_CASE("a group of one rank without a GPU says the device is unavailable", "[cpu][group]") {
+  if (Device::count() > 0) return;  // the [gpu] tests run this group for real
+  GroupOptions o;
+  o.devices = {0};
+  o.max_tokens = 16, o.max_hidden = 4096;
+  REQUIRE_THROWS_AS(Group(o), Unavailable);
 }
