@@ -15,39 +15,50 @@ Timing summarize(std::vector<double> per_call_us) {
 
 }  // namespace
 
-Timing time_graphs(const Device& device, const std::vector<Stream*>& streams,
-                   const std::function<void(int, int)>& record, int replays, int runs) {
-  std::vector<std::unique_ptr<Graph>> graphs;
-  for (int r = 0; r < int(streams.size()); ++r) {
-    graphs.push_back(std::make_unique<Graph>(*streams[size_t(r)], [&] {
-      for (int c = 0; c < kCallsPerGraph; ++c) record(r, c);
-    }));
+Timing time_graphs(const Device& device, const std::vector<Stream*>& streams, const Recorder& record, int replays, int runs) {
+  return time_interleaved(device, streams, {record}, replays, runs)[0];
+}
+
+std::vector<Timing> time_interleaved(const Device& device, const std::vector<Stream*>& streams,
+                                     const std::vector<Recorder>& variants, int replays, int runs) {
+  // graphs[v][r]: variant v's 16 calls for rank r.
+  std::vector<std::vector<std::unique_ptr<Graph>>> graphs(variants.size());
+  for (size_t v = 0; v < variants.size(); ++v) {
+    for (int r = 0; r < int(streams.size()); ++r) {
+      graphs[v].push_back(std::make_unique<Graph>(*streams[size_t(r)], [&] {
+        for (int c = 0; c < kCallsPerGraph; ++c) variants[v](r, c);
+      }));
+    }
   }
   const auto& d = cuda::driver();
   Event start(device), stop(device);
   std::vector<std::unique_ptr<Event>> ends;
   for (size_t r = 0; r < streams.size(); ++r) ends.push_back(std::make_unique<Event>(device));
-  auto launch_all = [&] {
+  auto launch_all = [&](size_t v) {
     for (int i = 0; i < replays; ++i) {
-      for (size_t r = 0; r < streams.size(); ++r) graphs[r]->launch(*streams[r]);
+      for (size_t r = 0; r < streams.size(); ++r) graphs[v][r]->launch(*streams[r]);
     }
   };
-  launch_all();  // warm-up
+  for (size_t v = 0; v < variants.size(); ++v) launch_all(v);  // warm-up
   for (auto* s : streams) s->synchronize();
-  std::vector<double> samples;
+  std::vector<std::vector<double>> samples(variants.size());
   for (int run = 0; run < runs; ++run) {
-    start.record(*streams[0]);
-    for (size_t r = 1; r < streams.size(); ++r) cuda::check(d.cuStreamWaitEvent(streams[r]->handle(), start.handle(), 0), "cuStreamWaitEvent");
-    launch_all();
-    for (size_t r = 1; r < streams.size(); ++r) {
-      ends[r]->record(*streams[r]);
-      cuda::check(d.cuStreamWaitEvent(streams[0]->handle(), ends[r]->handle(), 0), "cuStreamWaitEvent");
+    for (size_t v = 0; v < variants.size(); ++v) {
+      start.record(*streams[0]);
+      for (size_t r = 1; r < streams.size(); ++r) cuda::check(d.cuStreamWaitEvent(streams[r]->handle(), start.handle(), 0), "cuStreamWaitEvent");
+      launch_all(v);
+      for (size_t r = 1; r < streams.size(); ++r) {
+        ends[r]->record(*streams[r]);
+        cuda::check(d.cuStreamWaitEvent(streams[0]->handle(), ends[r]->handle(), 0), "cuStreamWaitEvent");
+      }
+      stop.record(*streams[0]);
+      stop.synchronize();
+      samples[v].push_back(double(stop.elapsed_ms_since(start)) * 1000.0 / double(replays * kCallsPerGraph));
     }
-    stop.record(*streams[0]);
-    stop.synchronize();
-    samples.push_back(double(stop.elapsed_ms_since(start)) * 1000.0 / double(replays * kCallsPerGraph));
   }
-  return summarize(samples);
+  std::vector<Timing> out;
+  for (auto& s : samples) out.push_back(summarize(s));
+  return out;
 }
 
 double copy_bandwidth(const Device& device, int runs) {

@@ -15,10 +15,17 @@ struct Timing {
 
 constexpr int kCallsPerGraph = 16;
 
+using Recorder = std::function<void(int rank, int call)>;
+
 // record(rank, call) enqueues one call of `rank` on streams[rank]. Every rank's graph is
 // launched `replays` times per run, all ranks concurrently.
-Timing time_graphs(const Device& device, const std::vector<Stream*>& streams,
-                   const std::function<void(int rank, int call)>& record, int replays, int runs);
+Timing time_graphs(const Device& device, const std::vector<Stream*>& streams, const Recorder& record, int replays, int runs);
+
+// Several variants of one measurement (fused and unfused, stage 1 and 2), their runs
+// interleaved (run 1 of each, then run 2 of each...) so that clock and thermal drift hit all
+// of them alike. One Timing per variant.
+std::vector<Timing> time_interleaved(const Device& device, const std::vector<Stream*>& streams,
+                                     const std::vector<Recorder>& variants, int replays, int runs);
 
 // Bytes per second of a 16-byte vector copy kernel over 1 GiB (read + write counted).
 double copy_bandwidth(const Device& device, int runs);

@@ -1,0 +1,28 @@
+// arfuse-bench output: the markdown table, JSON (which `arfuse-bench report` reads back), and an
+// SVG chart of latency against token count, one panel per (hidden, output, world).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "bench_rows.hpp"
+
+namespace arfuse::tools {
+
+struct Report {
+  std::string mode, device;
+  double ceiling = 0;  // bytes/s of the copy kernel, same run
+  std::vector<Row> rows;
+};
+
+void print_markdown(const Report& report);
+nlohmann::json to_json(const Report& report);
+// Throws Error naming what is missing when `json` is not a report this tool wrote.
+Report report_from_json(const nlohmann::json& json, const std::string& origin);
+// Rows measured elsewhere (tools/torch_bench.py --json) to show side by side.
+std::vector<Row> peer_rows_from_json(const nlohmann::json& json, const std::string& origin);
+void write_svg(const Report& report, const std::string& path);
+
+}  // namespace arfuse::tools

@@ -1,0 +1,96 @@
+#include "bench_rows.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "arfuse/reference/numerics.hpp"
+
+namespace arfuse::tools {
+
+std::vector<Shape> parse_shapes(const std::string& text) {
+  std::vector<Shape> shapes;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find(',', pos);
+    std::string item = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    int t = 0, h = 0;
+    char x = 0;
+    if (std::sscanf(item.c_str(), "%d%c%d", &t, &x, &h) != 3 || x != 'x' || t <= 0 || h <= 0 || h % 8) {
+      throw UsageError(fmt::format("bad shape '{}': expected TOKENSxHIDDEN with hidden a multiple of 8", item));
+    }
+    shapes.push_back({t, h});
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return shapes;
+}
+
+std::vector<jit::Quant> parse_quants(const std::string& text) {
+  std::vector<jit::Quant> out;
+  for (const std::string q : {"none", "fp8"}) {
+    if (("," + text + ",").find("," + q + ",") != std::string::npos) out.push_back(jit::parse_quant(q));
+  }
+  if (out.empty()) throw UsageError("--quant takes none and/or fp8");
+  return out;
+}
+
+std::vector<int> parse_ints(const std::string& text, const char* what, int min, int max) {
+  std::vector<int> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t end = text.find(',', pos);
+    const std::string item = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    char* rest = nullptr;
+    const long v = std::strtol(item.c_str(), &rest, 10);
+    if (item.empty() || *rest != '\0' || v < min || v > max) {
+      throw UsageError(fmt::format("bad {} '{}': expected numbers from {} to {}, comma-separated", what, item, min, max));
+    }
+    out.push_back(int(v));
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return out;
+}
+
+int rotation(std::size_t bytes_per_call) {
+  return int(std::clamp<std::size_t>((256u << 20) / std::max<std::size_t>(bytes_per_call, 1) + 1, 1, 16));
+}
+
+std::string describe_resources(const LaunchableKernel& k) {
+  const KernelResources r = k.kernel.resources();
+  return fmt::format("{}r {}L {}S {}b/SM", r.registers, r.local_bytes, r.static_shared_bytes, k.max_blocks_per_multiprocessor);
+}
+
+reference::Bits16 random_bits(std::mt19937& rng, std::size_t n, float scale) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  reference::Bits16 out(n);
+  for (auto& v : out) v = reference::narrow(normal(rng), jit::DType::bf16);
+  return out;
+}
+
+void compare_t(Row& row, const reference::Bits16& got, const reference::Bits16& expected) {
+  row.exact = row.exact && got == expected;
+  for (std::size_t i = 0; i < std::min(got.size(), expected.size()); ++i) {
+    const double d = std::fabs(double(reference::bf16_to_float(got[i])) - double(reference::bf16_to_float(expected[i])));
+    row.max_error = std::max(row.max_error, std::isnan(d) ? INFINITY : d);
+  }
+}
+
+void compare_fp8(Row& row, const std::vector<std::uint8_t>& q, const std::vector<float>& scales,
+                 const std::vector<std::uint8_t>& q_expected, const std::vector<float>& scales_expected, int hidden,
+                 jit::Fp8Format format) {
+  row.exact = row.exact && q == q_expected && scales == scales_expected;
+  for (std::size_t i = 0; i < std::min(q.size(), q_expected.size()); ++i) {
+    const std::size_t t = i / std::size_t(hidden);
+    const double got = double(reference::fp8_to_float(q[i], format)) * scales[t];
+    const double want = double(reference::fp8_to_float(q_expected[i], format)) * scales_expected[t];
+    const double d = std::fabs(got - want);
+    row.max_error = std::max(row.max_error, std::isnan(d) ? INFINITY : d);
+  }
+}
+
+}  // namespace arfuse::tools

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""The PyTorch peers of `arfuse-bench epilogue`: residual add + RMSNorm (+ per-token FP8) in
+eager PyTorch and under torch.compile, timed the same way (a CUDA graph of 16 calls, several
+replays per run, the median over runs; inputs rotate through buffers larger than L2).
+
+    python3 tools/torch_bench.py --json torch.json
+    build/tools/arfuse-bench epilogue --peers torch.json     # one table, side by side
+
+Rows use arfuse-bench's JSON row format; exactness is not measured here ("n/a")."""
+import argparse
+import json
+import statistics
+import sys
+
+
+def parse_shapes(text):
+    shapes = []
+    for item in text.split(","):
+        t, _, h = item.partition("x")
+        if not (t.isdigit() and h.isdigit()) or int(h) % 8:
+            sys.exit(f"bad shape '{item}': expected TOKENSxHIDDEN with hidden a multiple of 8")
+        shapes.append((int(t), int(h)))
+    return shapes
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shapes", default="12x6144,128x8192,512x6144,2517x6144,4097x6144,2048x8192")
+    p.add_argument("--quant", default="none,fp8", help="none and/or fp8")
+    p.add_argument("--runs", type=int, default=7)
+    p.add_argument("--replays", type=int, default=20)
+    p.add_argument("--json", help="write the rows here")
+    args = p.parse_args()
+    try:
+        import torch
+    except ImportError:
+        sys.exit("PyTorch is not installed")
+    if not torch.cuda.is_available():
+        sys.exit("no CUDA device")
+    dev = torch.device("cuda")
+    bf16 = torch.bfloat16
+    fp8 = torch.float8_e4m3fn
+    fp8_max = torch.finfo(fp8).max
+    eps = 1e-6
+
+    def epilogue(x, residual, weight, quant):
+        h = (x.float() + residual.float()).to(bf16)
+        y = (h.float() * torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(bf16)
+        if not quant:
+            return h, y
+        amax = y.float().abs().amax(-1, keepdim=True)
+        scale = amax / fp8_max
+        q = (y.float() / torch.where(scale > 0, scale, torch.ones_like(scale))).clamp(-fp8_max, fp8_max).to(fp8)
+        return h, q, scale
+
+    compiled = torch.compile(epilogue, dynamic=False)
+    quants = [q for q in ("none", "fp8") if q in args.quant.split(",")]
+    rows = []
+    print("| kernel | shape | out | median µs | min-max µs |\n|---|---|---|---:|---:|")
+    for tokens, hidden in parse_shapes(args.shapes):
+        n = tokens * hidden
+        for quant in quants:
+            out_bytes = n * 2 if quant == "none" else n + tokens * 4
+            call_bytes = n * 2 * 3 + out_bytes + hidden * 2
+            k = max(1, min(16, (256 << 20) // call_bytes + 1))
+            sets = [(torch.randn(tokens, hidden, device=dev).to(bf16), torch.randn(tokens, hidden, device=dev).to(bf16))
+                    for _ in range(k)]
+            weight = (torch.randn(hidden, device=dev) * 0.5).to(bf16)
+            for name, fn in (("torch eager", epilogue), ("torch.compile", compiled)):
+                for x, r in sets[:2]:
+                    fn(x, r, weight, quant == "fp8")  # compile and warm up outside the graph
+                torch.cuda.synchronize()
+                stream = torch.cuda.Stream()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.stream(stream):
+                    with torch.cuda.graph(graph, stream=stream):
+                        for c in range(16):
+                            x, r = sets[c % k]
+                            fn(x, r, weight, quant == "fp8")
+                for _ in range(args.replays):
+                    graph.replay()
+                torch.cuda.synchronize()
+                samples = []
+                for _ in range(args.runs):
+                    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    for _ in range(args.replays):
+                        graph.replay()
+                    stop.record()
+                    stop.synchronize()
+                    samples.append(start.elapsed_time(stop) * 1000 / (args.replays * 16))
+                out = "bf16" if quant == "none" else "fp8"
+                rows.append({"kernel": name, "world": 1, "tokens": tokens, "hidden": hidden, "out": out,
+                             "median_us": statistics.median(samples), "min_us": min(samples), "max_us": max(samples),
+                             "bytes": call_bytes, "exact": None, "max_error": 0, "resources": ""})
+                print(f"| {name} | {tokens}x{hidden} | {out} | {statistics.median(samples):.2f} | "
+                      f"{min(samples):.2f}-{max(samples):.2f} |", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"tool": "torch_bench.py", "torch": torch.__version__, "device": torch.cuda.get_device_name(),
+                       "rows": rows}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
