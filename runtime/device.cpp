@@ -56,6 +56,16 @@ void Device::enable_peer_access(const Device& peer) const {
   if (r != cuda::kErrorPeerAccessAlreadyEnabled) check(r, "cuCtxEnablePeerAccess");
 }
 
+namespace {
+
+// cuMemcpyHtoD and cuMemsetD8 run on the legacy default stream and may return before the data
+// lands; arfuse's non-blocking streams do not wait for that stream. Wait for it alone: a
+// context-wide synchronisation would also wait for kernels of other ranks on this device
+// (threads of one engine), which may be waiting for this very thread at a barrier.
+void finish_legacy_stream() { check(driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize (legacy stream)"); }
+
+}  // namespace
+
 DeviceBuffer::DeviceBuffer(const Device& device, std::size_t bytes) : device_(&device), bytes_(bytes) {
   if (bytes == 0) throw Error("a device buffer of 0 bytes was requested");
   device.make_current();
@@ -90,9 +100,7 @@ void DeviceBuffer::upload(const void* host, std::size_t bytes, std::size_t offse
   if (offset + bytes > bytes_) throw Error(fmt::format("upload of {} bytes at {} overruns a {}-byte buffer", bytes, offset, bytes_));
   device_->make_current();
   check(driver().cuMemcpyHtoD(pointer_ + offset, host, bytes), "cuMemcpyHtoD");
-  // The copy runs on the legacy default stream, which arfuse's non-blocking streams do not
-  // wait for: finish it here so the next kernel sees the data.
-  check(driver().cuCtxSynchronize(), "cuCtxSynchronize");
+  finish_legacy_stream();
 }
 
 void DeviceBuffer::download(void* host, std::size_t bytes, std::size_t offset) const {
@@ -104,7 +112,7 @@ void DeviceBuffer::download(void* host, std::size_t bytes, std::size_t offset) c
 void DeviceBuffer::fill(std::uint8_t value) {
   device_->make_current();
   check(driver().cuMemsetD8(pointer_, value, bytes_), "cuMemsetD8");
-  check(driver().cuCtxSynchronize(), "cuCtxSynchronize");  // as in upload()
+  finish_legacy_stream();
 }
 
 Stream::Stream(const Device& device) : device_(&device) {

@@ -283,17 +283,19 @@ Group::~Group() {
 void Group::close() {
   if (closed_) return;
   closed_ = true;
+  // Our views of the peers' buffers go first: a peer process that died cannot finish exiting
+  // while we still map its memory, and it closes its bootstrap connection only then.
+  mappings_.clear();
   std::string lost;
   if (options_.bootstrap && world_ > 1) {
     try {
-      options_.bootstrap->barrier();  // no peer still reads our buffers, nor we theirs
+      options_.bootstrap->barrier();  // no peer still reads our buffers
     } catch (const Error& e) {
       lost = e.what();
     }
   }
   if (nccl_ && !lost.empty()) nccl_->abort();
   nccl_.reset();
-  mappings_.clear();
   ranks_.clear();
   if (!lost.empty()) throw Error(fmt::format("a peer did not reach the group's close: {}", lost));
 }
@@ -397,6 +399,17 @@ void* Rank::nccl_scratch(std::size_t bytes, const Stream& stream) {
     oversize_ = DeviceBuffer(context_->device(), bytes);
   }
   return oversize_.get();
+}
+
+void Rank::prepare(int hidden, jit::DType dtype, jit::Quant quant, jit::Norm norm) {
+  group_->check_call(dtype);
+  if (group_->custom_path_available()) {
+    for (int stage : {1, 2}) {
+      context_->kernel(context_->spec(jit::Module::fused_ar, hidden, dtype, quant, norm, group_->world(), stage));
+      context_->kernel(context_->spec(jit::Module::allreduce, hidden, dtype, jit::Quant::none, jit::Norm::rms, group_->world(), stage));
+    }
+  }
+  if (group_->has_nccl()) context_->kernel(context_->spec(jit::Module::rmsnorm_quant, hidden, dtype, quant, norm));
 }
 
 void Rank::note_path(Path path, int tokens, int hidden) {

@@ -93,6 +93,11 @@ class Rank {
   void* input_buffer() const { return staging_.get(); }
   void allreduce_rmsnorm(const AllreduceRmsnormArgs& args, const Stream& stream);
   void allreduce(const AllreduceArgs& args, const Stream& stream);
+  // Loads (compiling on a cache miss) every kernel a call with these parameters can take, on
+  // either stage. Call it on every rank before the first call of a shape: with several ranks
+  // on one GPU, loading a kernel while a peer's kernel waits at a barrier can stall the load
+  // until that peer times out.
+  void prepare(int hidden, jit::DType dtype, jit::Quant quant = jit::Quant::none, jit::Norm norm = jit::Norm::rms);
   // The path this rank's last call took (none before the first call).
   std::optional<Path> last_path() const { return last_path_; }
 

@@ -139,7 +139,8 @@ void write_probes(const PeerBuffers& peers, int world, int me, std::uint32_t non
     cuda::check(cuda::driver().cuMemcpyHtoD(slot, &value, sizeof(value)),
                 fmt::format("the write test (rank {} writing to rank {})", me, p).c_str());
   }
-  cuda::check(cuda::driver().cuCtxSynchronize(), "cuCtxSynchronize (write test)");
+  // The copies ran on the legacy stream; wait for it alone (see DeviceBuffer::upload).
+  cuda::check(cuda::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize (write test)");
 }
 
 std::string verify_probes(const DeviceBuffer& my_signal, int world, std::uint32_t nonce, int me) {

@@ -128,7 +128,7 @@ int run_rank(std::shared_ptr<Bootstrap> bootstrap, const RankRun& run) {
   try {
     GroupOptions o;
     o.devices = {0};
-    o.bootstrap = std::move(bootstrap);
+    o.bootstrap = bootstrap;
     o.max_tokens = kProcessMaxTokens, o.max_hidden = kProcessMaxHidden, o.timeout = run.timeout;
     Group group(o);
     Rank& me = group.local_rank();
@@ -137,6 +137,8 @@ int run_rank(std::shared_ptr<Bootstrap> bootstrap, const RankRun& run) {
     Stream stream(me.device());
     CaseBuffers b(me.device());
     const auto& cases = process_cases();
+    for (const auto& c : cases) me.prepare(c.hidden, c.dtype, c.quant, c.norm);
+    o.bootstrap->barrier();  // no rank launches before every rank has loaded its kernels
     try {
       for (int ci = 0; ci < int(cases.size()); ++ci) {
         const auto& c = cases[size_t(ci)];

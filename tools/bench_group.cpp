@@ -184,7 +184,8 @@ std::vector<Row> bench_allreduce(const CommandLine& cl) {
     const Bits16 expected = reference::fold(w.inputs, DType::bf16);
     for (int stage : {1, 2}) {
       group->force_stage(stage);
-      for (int r = 0; r < world; ++r) w.sets[size_t(r)][0].sum.fill(0xff), w.allreduce(r, w.sets[size_t(r)][0].sum.get());
+      for (int r = 0; r < world; ++r) w.sets[size_t(r)][0].sum.fill(0xff);
+      for (int r = 0; r < world; ++r) w.allreduce(r, w.sets[size_t(r)][0].sum.get());
       w.finish();
       group->force_stage(std::nullopt);
       // Bytes: each rank reads its input and writes the sum once.
