@@ -26,6 +26,7 @@ static_assert(sizeof(Signal::reserved) / 4 >= kMaxWorld, "the write test needs a
 static_assert(sizeof(PeerBuffers) == 3 * kMaxWorld * 8, "PeerBuffers layout");
 static_assert(offsetof(FusedArgs, rank) == sizeof(PeerBuffers), "FusedArgs layout");
 static_assert(offsetof(FusedArgs, timeout_ns) == sizeof(PeerBuffers) + 64, "FusedArgs layout");
+static_assert(offsetof(FusedArgs, input) == sizeof(PeerBuffers) + 72, "FusedArgs layout");
 
 const char* to_string(Transport value) {
   switch (value) {
@@ -379,15 +380,11 @@ Rank::Rank(Group& group, int index, Context& context)
   signal_.fill(0);
 }
 
-void Rank::launch(const jit::KernelSpec& spec, FusedArgs a, const void* input, std::size_t bytes, const Stream& stream) {
+void Rank::launch(const jit::KernelSpec& spec, FusedArgs a, const void* input, const Stream& stream) {
   const auto& k = context_->kernel(spec);
   const int rows = spec.stage == 1 ? a.tokens : (a.tokens + spec.world - 1) / spec.world;
-  if (input != staging_.get()) {
-    context_->device().make_current();
-    cuda::check(cuda::driver().cuMemcpyDtoDAsync(reinterpret_cast<cuda::CUdeviceptr>(staging_.get()),
-                                                 reinterpret_cast<cuda::CUdeviceptr>(input), bytes, stream.handle()),
-                "cuMemcpyDtoDAsync (input to staging)");
-  }
+  a.input = input == staging_.get() ? nullptr : input;  // the kernel copies it in
+  context_->device().make_current();
   void* params[] = {&a};
   k.kernel.launch(group_->grid_for(k, rows), stream, params);
 }
@@ -493,7 +490,7 @@ void Rank::allreduce_rmsnorm(const AllreduceRmsnormArgs& a, const Stream& stream
   f.out = a.out;
   f.scales = a.scales;
   f.mirror = a.mirror;
-  launch(spec, f, a.input, count * 2, stream);
+  launch(spec, f, a.input, stream);
 }
 
 void Rank::allreduce(const AllreduceArgs& a, const Stream& stream) {
@@ -511,7 +508,7 @@ void Rank::allreduce(const AllreduceArgs& a, const Stream& stream) {
                                    group_->world(), path == Path::one_stage ? 1 : 2);
   FusedArgs f = fused_args(a.tokens);
   f.out = a.out;
-  launch(spec, f, a.input, count * 2, stream);
+  launch(spec, f, a.input, stream);
 }
 
 }  // namespace arfuse

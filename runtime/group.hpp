@@ -104,7 +104,7 @@ class Rank {
  private:
   friend class Group;
   Rank(Group& group, int index, Context& context);
-  void launch(const jit::KernelSpec& spec, FusedArgs args, const void* input, std::size_t bytes, const Stream& stream);
+  void launch(const jit::KernelSpec& spec, FusedArgs args, const void* input, const Stream& stream);
   void* nccl_scratch(std::size_t bytes, const Stream& stream);
   FusedArgs fused_args(int tokens) const;
   void note_path(Path path, int tokens, int hidden);

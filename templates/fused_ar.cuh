@@ -104,6 +104,22 @@ __device__ __forceinline__ void finish_row(const FusedArgs& a, int row, const Ve
   epilogue_row<T, H, THREADS, VPT, QUANT, NORM>(ar, residual, static_cast<const T*>(a.weight), a.eps, outputs, scratch);
 }
 
+// Copies this rank's input rows into its staging buffer: exactly the rows that block b of
+// every rank reads, so block b's entry barrier publishes them (no separate copy launch, which
+// costs a launch and, on some drivers, a load that waits for the peers' spinning kernels).
+template <typename T, int H, int THREADS, int VPT, int W, int STAGE>
+__device__ __forceinline__ void stage_own_rows(const FusedArgs& a) {
+  const int share = STAGE == 1 ? a.tokens : (a.tokens + W - 1) / W;
+  for (int part = 0; part < (STAGE == 1 ? 1 : W); ++part) {
+    const int begin = part * share, end = min(a.tokens, begin + share);
+    for (int row = begin + blockIdx.x; row < end; row += gridDim.x) {
+      Vec16 v[VPT];
+      load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.input) + (long long)row * H, v);
+      store_row<T, H, THREADS, VPT>(static_cast<T*>(a.peers.staging[a.rank]) + (long long)row * H, v);
+    }
+  }
+}
+
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int W, int STAGE, bool EPILOGUE>
 __global__ void __launch_bounds__(THREADS) fused_ar_kernel(FusedArgs a) {
   static_assert(W >= 2 && W <= kMaxWorld, "world size");
@@ -113,6 +129,8 @@ __global__ void __launch_bounds__(THREADS) fused_ar_kernel(FusedArgs a) {
   if (threadIdx.x == 0) failed = 0;
   Signal* self = a.peers.signal[a.rank];
   u32 epoch = self->epoch[blockIdx.x];  // read by all before any write (the write is last)
+  // The previous call's exit barrier guarantees no peer still reads the staging buffer.
+  if (a.input != nullptr) stage_own_rows<T, H, THREADS, VPT, W, STAGE>(a);
 
   if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierEntry, failed)) {
     if (STAGE == 1) {

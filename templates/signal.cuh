@@ -57,6 +57,7 @@ struct FusedArgs {
   float* scales;  // [tokens], quant modes
   void* mirror;   // T [tokens, H], kQuantFp8Mirror
   unsigned long long timeout_ns;
+  const void* input;  // this rank's contribution, copied into its staging buffer; null: already there
 };
 
 }  // namespace arfuse
