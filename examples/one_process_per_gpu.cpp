@@ -1,0 +1,107 @@
+// How an inference engine with one process per GPU sets up an arfuse Group and makes the
+// fused call of a tensor-parallel layer. Start one process per rank on one node:
+//
+//   for r in 0 1 2 3; do arfuse-example-tp --rank $r --world 4 --socket /tmp/job-42.sock & done
+//
+// (--device picks the GPU; by default rank r uses GPU r, or GPU 0 when there is only one, which
+// then time-slices the ranks: correct, but slow). Engines that already have torch.distributed
+// or MPI pass their own allgather instead of the socket: see callback_bootstrap in README.md.
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "arfuse/base/error.hpp"
+#include "arfuse/reference/model.hpp"
+#include "arfuse/runtime/group.hpp"
+
+namespace {
+
+struct Options {
+  int rank = -1, world = -1, device = -1, tokens = 128, hidden = 6144;
+  std::string socket;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw arfuse::Error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--rank") o.rank = std::stoi(next());
+    else if (a == "--world") o.world = std::stoi(next());
+    else if (a == "--device") o.device = std::stoi(next());
+    else if (a == "--socket") o.socket = next();
+    else if (a == "--tokens") o.tokens = std::stoi(next());
+    else if (a == "--hidden") o.hidden = std::stoi(next());
+    else if (a == "--help") {
+      std::printf("usage: arfuse-example-tp --rank R --world W --socket PATH [--device D] [--tokens N] [--hidden H]\n");
+      std::exit(0);
+    } else {
+      throw arfuse::Error("unknown argument " + a + " (see --help)");
+    }
+  }
+  if (o.rank < 0 || o.world < 1 || o.socket.empty()) throw arfuse::Error("--rank, --world and --socket are required (see --help)");
+  if (o.device < 0) o.device = arfuse::Device::count() > o.rank ? o.rank : 0;
+  return o;
+}
+
+std::vector<std::uint16_t> random_bf16(std::mt19937& rng, std::size_t n) {
+  std::normal_distribution<float> normal;
+  std::vector<std::uint16_t> v(n);
+  for (auto& x : v) x = arfuse::reference::narrow(normal(rng), arfuse::jit::DType::bf16);
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options opt = parse(argc, argv);
+  using namespace arfuse;
+
+  // 1. Meet the other ranks (rank 0 listens at the socket path; the others connect).
+  GroupOptions o;
+  o.bootstrap = local_socket_bootstrap(opt.socket, opt.rank, opt.world, std::chrono::seconds(60));
+  o.devices = {opt.device};
+  o.max_tokens = opt.tokens, o.max_hidden = opt.hidden;  // the staging capacity: the largest call
+  o.dtype = jit::DType::bf16;
+  // 2. Create the group: every rank checks the others agree, maps their buffers, tests them.
+  Group group(o);
+  Rank& me = group.local_rank();
+  me.prepare(opt.hidden, jit::DType::bf16, jit::Quant::fp8, jit::Norm::rms);  // load kernels before the first call
+
+  // 3. The layer's tensors (an engine has these already).
+  const std::size_t n = std::size_t(opt.tokens) * opt.hidden;
+  std::mt19937 rng(1234 + unsigned(opt.rank));
+  DeviceBuffer residual(me.device(), n * 2), weight(me.device(), std::size_t(opt.hidden) * 2), out(me.device(), n),
+      scales(me.device(), std::size_t(opt.tokens) * 4);
+  std::mt19937 shared(99);  // residual and weight are replicated across tensor-parallel ranks
+  residual.upload(random_bf16(shared, n)), weight.upload(random_bf16(shared, std::size_t(opt.hidden)));
+  const auto partial = random_bf16(rng, n);
+  // Writing the partial sum straight into the staging buffer saves a copy.
+  cuda::check(cuda::driver().cuMemcpyHtoD(reinterpret_cast<cuda::CUdeviceptr>(me.input_buffer()), partial.data(), n * 2), "upload");
+  cuda::check(cuda::driver().cuStreamSynchronize(nullptr), "upload");
+
+  // 4. The fused call: all-reduce + residual add (in place) + RMSNorm + per-token FP8.
+  Stream stream(me.device());
+  AllreduceRmsnormArgs a;
+  a.input = me.input_buffer(), a.residual_in = residual.get(), a.residual_out = residual.get(), a.weight = weight.get();
+  a.out = out.get(), a.scales = static_cast<float*>(scales.get());
+  a.tokens = opt.tokens, a.hidden = opt.hidden, a.dtype = jit::DType::bf16, a.quant = jit::Quant::fp8;
+  me.allreduce_rmsnorm(a, stream);
+  stream.synchronize();
+  group.check();  // PeerTimeout if a rank did not arrive
+
+  const auto s = scales.download<float>(std::size_t(opt.tokens));
+  double sum = 0;
+  for (float v : s) sum += v;
+  std::printf("rank %d/%d on %s: %s path, sum of the %d token scales %.6f\n", opt.rank, opt.world,
+              me.device().pci_bus_id().c_str(), to_string(*me.last_path()), opt.tokens, sum);
+  group.close();
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "arfuse-example-tp: %s\n", e.what());
+  return 1;
+}
