@@ -465,12 +465,21 @@ FusedArgs Rank::fused_args(int tokens) const {
   return f;
 }
 
-void Rank::allreduce_rmsnorm(const AllreduceRmsnormArgs& a, const Stream& stream) {
+// The checks and the path decision every call makes; none for a call of 0 tokens.
+template <typename Args>
+std::optional<Path> Rank::begin_call(const Args& a) {
   group_->check_call(a.dtype);
   validate_args(a, group_->call_max_tokens(), group_->call_max_hidden());
-  if (a.tokens == 0) return;
+  if (a.tokens == 0) return std::nullopt;
   const Path path = group_->path_for(a.tokens, a.hidden);
   note_path(path, a.tokens, a.hidden);
+  return path;
+}
+
+void Rank::allreduce_rmsnorm(const AllreduceRmsnormArgs& a, const Stream& stream) {
+  const auto chosen = begin_call(a);
+  if (!chosen) return;
+  const Path path = *chosen;
   const std::size_t count = std::size_t(a.tokens) * std::size_t(a.hidden);
   if (path == Path::nccl) {
     RmsnormQuantArgs epilogue = a;
@@ -494,11 +503,9 @@ void Rank::allreduce_rmsnorm(const AllreduceRmsnormArgs& a, const Stream& stream
 }
 
 void Rank::allreduce(const AllreduceArgs& a, const Stream& stream) {
-  group_->check_call(a.dtype);
-  validate_args(a, group_->call_max_tokens(), group_->call_max_hidden());
-  if (a.tokens == 0) return;
-  const Path path = group_->path_for(a.tokens, a.hidden);
-  note_path(path, a.tokens, a.hidden);
+  const auto chosen = begin_call(a);
+  if (!chosen) return;
+  const Path path = *chosen;
   const std::size_t count = std::size_t(a.tokens) * std::size_t(a.hidden);
   if (path == Path::nccl) {
     group_->nccl_->allreduce(a.input, a.out, count, a.dtype, stream);

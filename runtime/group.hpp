@@ -108,6 +108,8 @@ class Rank {
   void* nccl_scratch(std::size_t bytes, const Stream& stream);
   FusedArgs fused_args(int tokens) const;
   void note_path(Path path, int tokens, int hidden);
+  template <typename Args>
+  std::optional<Path> begin_call(const Args& args);
 
   Group* group_;
   int index_;
