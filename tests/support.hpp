@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -23,6 +24,13 @@ inline Bits16 random_tensor(std::mt19937& rng, std::size_t n, jit::DType dtype, 
   Bits16 out(n);
   for (auto& v : out) v = reference::narrow(normal(rng), dtype);
   return out;
+}
+
+// A new empty folder under /tmp named after `prefix`.
+inline std::string fresh_dir(const std::string& prefix = "arfuse-test") {
+  std::string pattern = "/tmp/" + prefix + "-XXXXXX";
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  return pattern;
 }
 
 inline std::mt19937 fresh_rng() {

@@ -26,12 +26,6 @@ using Catch::Contains;
 
 namespace {
 
-std::string fresh_dir() {
-  char pattern[] = "/tmp/arfuse-test-XXXXXX";
-  REQUIRE(mkdtemp(pattern) != nullptr);
-  return pattern;
-}
-
 jit::KernelSpec spec(const char* text) { return jit::KernelSpec::parse(text); }
 
 std::vector<std::uint8_t> read_file(const std::string& path) {
@@ -97,7 +91,7 @@ TEST_CASE("the entry format is pinned by a golden file", "[cpu][cache]") {
 }
 
 TEST_CASE("miss, compile and publish, then disk hit from a new cache, then memory hit", "[cpu][cache][nvrtc]") {
-  const std::string dir = fresh_dir();
+  const std::string dir = test::fresh_dir();
   const auto s = spec("token_quant/h2048/bf16/sm_90");
   {
     KernelCache c(options_for(dir));
@@ -116,7 +110,7 @@ TEST_CASE("miss, compile and publish, then disk hit from a new cache, then memor
 }
 
 TEST_CASE("damaged entries are rejected, removed and rebuilt", "[cpu][cache][nvrtc]") {
-  const std::string dir = fresh_dir();
+  const std::string dir = test::fresh_dir();
   const auto s = spec("token_quant/h2048/f16/sm_90");
   KernelCache(options_for(dir)).get(s);
   const auto entries = DiskCache(dir).list();
@@ -139,7 +133,7 @@ TEST_CASE("damaged entries are rejected, removed and rebuilt", "[cpu][cache][nvr
 }
 
 TEST_CASE("an entry renamed to another key is rejected", "[cpu][cache][nvrtc]") {
-  const std::string dir = fresh_dir();
+  const std::string dir = test::fresh_dir();
   KernelCache(options_for(dir)).get(spec("token_quant/h2048/f16/sm_90"));
   const auto a = DiskCache(dir).list().at(0);
   KernelCache(options_for(dir)).get(spec("token_quant/h4096/f16/sm_90"));
@@ -152,7 +146,7 @@ TEST_CASE("an entry renamed to another key is rejected", "[cpu][cache][nvrtc]") 
 }
 
 TEST_CASE("four processes warming one empty folder at once all succeed, nothing torn", "[cpu][cache][nvrtc]") {
-  const std::string dir = fresh_dir();
+  const std::string dir = test::fresh_dir();
   std::vector<jit::KernelSpec> specs;
   for (int h : {2048, 2880, 4096, 5120, 6144}) {
     for (const char* d : {"f16", "bf16"}) specs.push_back(spec(("token_quant/h" + std::to_string(h) + "/" + d + "/sm_90").c_str()));
@@ -189,7 +183,7 @@ TEST_CASE("four processes warming one empty folder at once all succeed, nothing 
 }
 
 TEST_CASE("an untrusted folder is not used: memory only, with the reason", "[cpu][cache][nvrtc]") {
-  const std::string dir = fresh_dir();
+  const std::string dir = test::fresh_dir();
   SECTION("writable by others") { REQUIRE(chmod(dir.c_str(), 0777) == 0); }
   SECTION("owned by another user") { REQUIRE(chown(dir.c_str(), 65534, 65534) == 0); }
   KernelCache c(options_for(dir));
@@ -205,7 +199,7 @@ TEST_CASE("an untrusted folder is not used: memory only, with the reason", "[cpu
 }
 
 TEST_CASE("a read-only or full disk: keep working from memory", "[cpu][cache][nvrtc]") {
-  const std::string dir = fresh_dir();
+  const std::string dir = test::fresh_dir();
   ScopedSystemCalls restore;
   SECTION("read-only") {
     system_calls().open = [](const char* path, int flags, mode_t mode) -> int {
@@ -230,7 +224,7 @@ TEST_CASE("a read-only or full disk: keep working from memory", "[cpu][cache][nv
 }
 
 TEST_CASE("the size cap evicts the least recently used entries; a hit refreshes", "[cpu][cache][nvrtc]") {
-  const std::string dir = fresh_dir();
+  const std::string dir = test::fresh_dir();
   std::vector<jit::KernelSpec> specs{spec("token_quant/h2048/bf16/sm_90"), spec("token_quant/h4096/bf16/sm_90"),
                                      spec("token_quant/h6144/bf16/sm_90")};
   std::uint64_t one = 0;
@@ -252,7 +246,7 @@ TEST_CASE("the size cap evicts the least recently used entries; a hit refreshes"
   CHECK(c.get(specs[0]).origin == CodeOrigin::disk);
   CHECK(c.get(specs[2]).origin == CodeOrigin::disk);
   CHECK(c.get(specs[1]).origin == CodeOrigin::compiled);
-  CacheOptions capped = options_for(fresh_dir());
+  CacheOptions capped = options_for(test::fresh_dir());
   capped.max_bytes = one * 2 + one / 2;
   KernelCache small(capped);
   for (const auto& s : specs) small.get(s);
@@ -261,7 +255,7 @@ TEST_CASE("the size cap evicts the least recently used entries; a hit refreshes"
 }
 
 TEST_CASE("concurrent requests for one missing spec compile it once", "[cpu][cache][nvrtc]") {
-  KernelCache c(options_for(fresh_dir()));
+  KernelCache c(options_for(test::fresh_dir()));
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
   for (int t = 0; t < 8; ++t) {
@@ -280,7 +274,7 @@ TEST_CASE("concurrent requests for one missing spec compile it once", "[cpu][cac
 }
 
 TEST_CASE("a warmed cache serves a process that has no compiler", "[cpu][cache][nvrtc]") {
-  const std::string dir = fresh_dir();
+  const std::string dir = test::fresh_dir();
   const auto s = spec("rmsnorm_quant/h2880/bf16/fp8/rms/sm_90");
   const auto compiled = KernelCache(options_for(dir)).get(s);
   CacheOptions no_compiler = options_for(dir);
@@ -311,7 +305,7 @@ TEST_CASE("a missing library or symbol is a clear error", "[cpu][jit]") {
 }
 
 TEST_CASE("compiled code is the same in every process (a cache can be shared and verified)", "[cpu][cache][nvrtc]") {
-  const std::string a = fresh_dir(), b = fresh_dir();
+  const std::string a = test::fresh_dir(), b = test::fresh_dir();
   const auto s = spec("fused_ar/h2880/bf16/fp8_mirror/gemma/w4/s2/sm_90");
   pid_t pid = fork();
   REQUIRE(pid >= 0);

@@ -29,13 +29,6 @@ using Catch::Contains;
 
 namespace {
 
-std::string temp_dir() {
-  char pattern[] = "/tmp/arfuse-ranks-XXXXXX";
-  const char* made = mkdtemp(pattern);
-  REQUIRE(made != nullptr);
-  return made;
-}
-
 unsigned fresh_seed() {
   const unsigned seed = std::random_device{}();
   UNSCOPED_INFO("seed " << seed);
@@ -152,7 +145,7 @@ TEST_CASE("one process per rank: W processes sharing the GPU equal the in-proces
           "[gpu][multiprocess]") {
   const int world = GENERATE(2, 4);
   const unsigned seed = fresh_seed();
-  const std::string dir = temp_dir();
+  const std::string dir = test::fresh_dir("arfuse-ranks");
   auto workers = spawn_workers(world, dir, seed, -1, -1, 20000);
   wait_workers(workers, std::chrono::seconds(240));
   for (int r = 0; r < world; ++r) {
@@ -166,7 +159,7 @@ TEST_CASE("one process per rank: W processes sharing the GPU equal the in-proces
 TEST_CASE("one thread per rank, a Group each: equal to the in-process group bit for bit", "[gpu][multiprocess]") {
   const int world = GENERATE(2, 4);
   const unsigned seed = fresh_seed();
-  const std::string dir = temp_dir();
+  const std::string dir = test::fresh_dir("arfuse-ranks");
   InProcessRendezvous rendezvous(world, std::chrono::milliseconds(60000));
   std::vector<int> codes(static_cast<size_t>(world), -1);
   std::vector<std::thread> threads;
@@ -185,7 +178,7 @@ TEST_CASE("one thread per rank, a Group each: equal to the in-process group bit 
 TEST_CASE("a rank process killed mid-run leaves the others with PeerTimeout naming it, not a hang",
           "[gpu][multiprocess]") {
   const int world = GENERATE(2, 4);
-  const std::string dir = temp_dir();
+  const std::string dir = test::fresh_dir("arfuse-ranks");
   const int timeout_ms = 2000, victim = world - 1;
   auto workers = spawn_workers(world, dir, fresh_seed(), victim, 1, timeout_ms);
   wait_workers(workers, std::chrono::seconds(120));
