@@ -4,6 +4,7 @@
 // tid + k * THREADS, so the order of every sum depends only on H and the block shape.
 #pragma once
 
+#include "fp8_divide.cuh"
 #include "platform.cuh"
 
 namespace arfuse {
@@ -72,7 +73,8 @@ __device__ __forceinline__ void load_vectors(const T* row, Vec16 (&v)[VPT]) {
 // Rows are held packed in T between the steps (every intermediate the contract keeps is
 // T-rounded anyway): half the registers of floats, which doubles the blocks resident per SM.
 
-// Step 7 for a row that is already y: amax, scale = amax > 0 ? amax / max : 1, q = fp8(y / scale).
+// Step 7 for a row that is already y: amax, scale = amax > 0 ? amax / max : 1, q = fp8(y / scale),
+// the division as fp8_divide.cuh does it (the same FP8 codes as IEEE y / scale).
 template <typename T, int H, int THREADS, int VPT>
 __device__ __forceinline__ void quantize_row(const Vec16 (&y)[VPT], u8* out, float* scale_out,
                                              ReduceScratch& scratch) {
@@ -87,6 +89,7 @@ __device__ __forceinline__ void quantize_row(const Vec16 (&y)[VPT], u8* out, flo
   }
   amax = block_reduce<THREADS, true>(amax, scratch.amax);
   const float scale = amax > 0.0f ? amax / kFp8Max : 1.0f;
+  const Fp8Divisor divisor = fp8_divisor(scale);
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     if (!owns_vector<H, THREADS>(k)) continue;
@@ -95,8 +98,8 @@ __device__ __forceinline__ void quantize_row(const Vec16 (&y)[VPT], u8* out, flo
     Vec8 q;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      const u32 lo = fp8x2(v[4 * i] / scale, v[4 * i + 1] / scale);
-      const u32 hi = fp8x2(v[4 * i + 2] / scale, v[4 * i + 3] / scale);
+      const u32 lo = fp8x2(fp8_divide(v[4 * i], divisor), fp8_divide(v[4 * i + 1], divisor));
+      const u32 hi = fp8x2(fp8_divide(v[4 * i + 2], divisor), fp8_divide(v[4 * i + 3], divisor));
       q.w[i] = lo | (hi << 16);
     }
     store8(out + (threadIdx.x + k * THREADS) * 8, q);

@@ -4,12 +4,7 @@
 // handshake compares it).
 #pragma once
 
-// Device code sees these helpers as host+device functions; the host build as plain C++.
-#if defined(ARFUSE_VENDOR_NVIDIA) || defined(ARFUSE_VENDOR_AMD)
-#define ARFUSE_HOST_DEVICE __host__ __device__
-#else
-#define ARFUSE_HOST_DEVICE
-#endif
+#include "host_device.cuh"
 
 namespace arfuse {
 

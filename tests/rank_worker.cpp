@@ -135,20 +135,27 @@ int run_rank(std::shared_ptr<Bootstrap> bootstrap, const RankRun& run) {
     std::ofstream info(info_path(run.out_dir, run.rank));
     info << "custom " << group.custom_path_available() << " nccl " << group.has_nccl() << "\n";
     Stream stream(me.device());
-    CaseBuffers b(me.device());
+    // Every case's inputs are uploaded and its outputs poisoned before the first launch: while a
+    // peer's kernel spins at a barrier it may hold every SM, so an upload or memset issued in
+    // between (the driver runs memsets as kernels) could wait for it and deadlock ranks that
+    // share one GPU in one process. Between launches, a rank only waits and checks.
     const auto& cases = process_cases();
-    for (const auto& c : cases) me.prepare(c.hidden, c.dtype, c.quant, c.norm);
+    std::vector<std::unique_ptr<CaseBuffers>> buffers;
+    for (int ci = 0; ci < int(cases.size()); ++ci) {
+      const auto& c = cases[size_t(ci)];
+      me.prepare(c.hidden, c.dtype, c.quant, c.norm);
+      buffers.push_back(std::make_unique<CaseBuffers>(me.device()));
+      buffers.back()->prepare(run.seed, ci, run.rank);
+    }
     o.bootstrap->barrier();  // no rank launches before every rank has loaded its kernels
     try {
       for (int ci = 0; ci < int(cases.size()); ++ci) {
         const auto& c = cases[size_t(ci)];
-        b.prepare(run.seed, ci, run.rank);
         group.force_stage(c.stage);
-        launch_case(me, c, b, stream);
+        launch_case(me, c, *buffers[size_t(ci)], stream);
         if (ci == run.die_at) ::raise(SIGKILL);
         stream.synchronize();
         group.check();
-        std::ofstream(blob_path(run.out_dir, ci, run.rank), std::ios::binary) << download_blob(c, b);
         info << to_string(*me.last_path()) << "\n";
       }
     } catch (const PeerTimeout& e) {
@@ -156,6 +163,9 @@ int run_rank(std::shared_ptr<Bootstrap> bootstrap, const RankRun& run) {
       std::ofstream(timeout_path(run.out_dir, run.rank)) << e.rank() << " " << ms.count() << "\n";
       std::fprintf(stderr, "rank %d: %s\n", run.rank, e.what());
       return 4;
+    }
+    for (int ci = 0; ci < int(cases.size()); ++ci) {
+      std::ofstream(blob_path(run.out_dir, ci, run.rank), std::ios::binary) << download_blob(cases[size_t(ci)], *buffers[size_t(ci)]);
     }
     group.close();
     return 0;
