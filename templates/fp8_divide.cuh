@@ -10,11 +10,7 @@
 // Shared with that host test, so it proves this very code.
 #pragma once
 
-#include "host_device.cuh"
-
-#if !defined(ARFUSE_VENDOR_NVIDIA) && !defined(ARFUSE_VENDOR_AMD)
-#include <cmath>
-#endif
+#include "host_device.cuh"  // a host includer includes <cmath> first (fmaf, copysignf)
 
 namespace arfuse {
 

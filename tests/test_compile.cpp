@@ -14,17 +14,19 @@ TEST_CASE("render: self-contained program, name expression, options", "[cpu][jit
   const Source src = render(KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8/gemma/sm_90"));
   CHECK(src.name_expression == "arfuse::rmsnorm_quant_kernel<arfuse::bf16_t, 6144, 384, 2, 1, 1>");
   CHECK(src.text.find("#include") == std::string::npos);
-  REQUIRE(src.templates.size() == 3);
+  REQUIRE(src.templates.size() == 5);
   CHECK(src.templates[0].name == "rmsnorm_quant.cuh");
   CHECK(src.templates[1].name == "epilogue.cuh");
-  CHECK(src.templates[2].name == "platform.cuh");
+  CHECK(src.templates[2].name == "fp8_divide.cuh");
+  CHECK(src.templates[3].name == "host_device.cuh");
+  CHECK(src.templates[4].name == "platform.cuh");
   CHECK(src.options[0] == "--gpu-architecture=sm_90");
   CHECK(std::find(src.options.begin(), src.options.end(), "--fmad=false") != src.options.end());
   const Source amd = render(KernelSpec::parse("fused_ar/h2880/f16/fp8/rms/w4/s2/gfx942"));
   CHECK(amd.options[0] == "--offload-arch=gfx942");
   CHECK(std::find(amd.options.begin(), amd.options.end(), "-DARFUSE_WARP_SIZE=64") != amd.options.end());
   CHECK(std::find(amd.options.begin(), amd.options.end(), "-DARFUSE_FP8_FNUZ=1") != amd.options.end());
-  CHECK(amd.templates.size() == 4);
+  CHECK(amd.templates.size() == 6);
 }
 
 TEST_CASE("NVRTC compiles every rmsnorm_quant and token_quant spec for sm_90", "[cpu][nvrtc]") {
