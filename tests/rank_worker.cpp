@@ -165,7 +165,8 @@ int run_rank(std::shared_ptr<Bootstrap> bootstrap, const RankRun& run) {
       return 4;
     }
     for (int ci = 0; ci < int(cases.size()); ++ci) {
-      std::ofstream(blob_path(run.out_dir, ci, run.rank), std::ios::binary) << download_blob(cases[size_t(ci)], *buffers[size_t(ci)]);
+      std::ofstream blob(blob_path(run.out_dir, ci, run.rank), std::ios::binary);
+      blob << download_blob(cases[size_t(ci)], *buffers[size_t(ci)]);
     }
     group.close();
     return 0;

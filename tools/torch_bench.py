@@ -53,6 +53,7 @@ def main():
         q = (y.float() / torch.where(scale > 0, scale, torch.ones_like(scale))).clamp(-fp8_max, fp8_max).to(fp8)
         return h, q, scale
 
+    compiled = torch.compile(epilogue, dynamic=False)
     quants = [q for q in ("none", "fp8") if q in args.quant.split(",")]
     # Every row recompiles the one epilogue function; past dynamo's limit (8) it would silently
     # run eager, so lift the limit above the number of rows.
@@ -70,7 +71,6 @@ def main():
             sets = [(torch.randn(tokens, hidden, device=dev).to(bf16), torch.randn(tokens, hidden, device=dev).to(bf16))
                     for _ in range(k)]
             weight = (torch.randn(hidden, device=dev) * 0.5).to(bf16)
-            compiled = torch.compile(epilogue, dynamic=False)
             for name, fn in (("torch eager", epilogue), ("torch.compile", compiled)):
                 for x, r in sets[:2]:
                     fn(x, r, weight, quant == "fp8")  # compile and warm up outside the graph
