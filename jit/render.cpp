@@ -49,6 +49,7 @@ std::vector<std::string> options_for(const Target& target) {
   o.push_back(fmt::format("-DARFUSE_WARP_SIZE={}", target.warp_size()));
   o.push_back(fmt::format("-DARFUSE_FP8_FNUZ={}", target.fp8_format() == Fp8Format::e4m3fnuz ? 1 : 0));
   o.push_back(fmt::format("-DARFUSE_HW_FP8={}", target.hardware_fp8() ? 1 : 0));
+  o.push_back(fmt::format("-DARFUSE_HW_PAIRED_F16={}", target.hardware_paired_f16() ? 1 : 0));
   return o;
 }
 

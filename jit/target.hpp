@@ -24,6 +24,9 @@ class Target {
   float fp8_max() const { return fp8_format() == Fp8Format::e4m3fnuz ? 240.0f : 448.0f; }
   // True where the hardware converts f32 to e4m3 (NVIDIA sm_89 and later).
   bool hardware_fp8() const;
+  // True where the hardware rounds two f32 to a bf16x2/f16x2 pair in one instruction and has
+  // NaN-propagating max (NVIDIA sm_80 and later).
+  bool hardware_paired_f16() const;
 
   bool operator==(const Target& other) const { return name_ == other.name_; }
   bool operator!=(const Target& other) const { return !(*this == other); }

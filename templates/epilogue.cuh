@@ -25,9 +25,6 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// max that keeps NaN: the contract wants NaN to reach the scale rule, not to vanish.
-__device__ __forceinline__ float max_keep_nan(float a, float b) { return (a != a || a > b) ? a : b; }
-
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int mask = kWarpSize / 2; mask > 0; mask >>= 1) v = max_keep_nan(v, shuffle_xor(v, mask));
@@ -73,38 +70,43 @@ __device__ __forceinline__ void load_vectors(const T* row, Vec16 (&v)[VPT]) {
 // Rows are held packed in T between the steps (every intermediate the contract keeps is
 // T-rounded anyway): half the registers of floats, which doubles the blocks resident per SM.
 
+// q = fp8(y / scale) for this thread's vectors, the division on one of fp8_divide.cuh's paths.
+template <typename T, int H, int THREADS, int VPT, bool SHORT_PATH>
+__device__ __forceinline__ void quantize_vectors(const Vec16 (&y)[VPT], u8* out, const Fp8Divisor& divisor) {
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    if (!owns_vector<H, THREADS>(k)) continue;
+    float v[8];
+    unpack8<T>(y[k], v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = SHORT_PATH ? fp8_divide_short(v[j], divisor) : fp8_divide_general(v[j], divisor);
+    Vec8 q;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) q.w[i] = fp8x2(v[4 * i], v[4 * i + 1]) | (fp8x2(v[4 * i + 2], v[4 * i + 3]) << 16);
+    store8(out + (threadIdx.x + k * THREADS) * 8, q);
+  }
+}
+
 // Step 7 for a row that is already y: amax, scale = amax > 0 ? amax / max : 1, q = fp8(y / scale),
 // the division as fp8_divide.cuh does it (the same FP8 codes as IEEE y / scale).
 template <typename T, int H, int THREADS, int VPT>
 __device__ __forceinline__ void quantize_row(const Vec16 (&y)[VPT], u8* out, float* scale_out,
                                              ReduceScratch& scratch) {
-  float amax = 0.0f;
+  AbsMax<T> local;
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     if (!owns_vector<H, THREADS>(k)) continue;
-    float v[8];
-    unpack8<T>(y[k], v);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) amax = max_keep_nan(amax, fabsf(v[j]));
+    for (int i = 0; i < 4; ++i) local.add(y[k].w[i]);
   }
-  amax = block_reduce<THREADS, true>(amax, scratch.amax);
-  const float scale = amax > 0.0f ? amax / kFp8Max : 1.0f;
-  const Fp8Divisor divisor = fp8_divisor(scale);
-#pragma unroll
-  for (int k = 0; k < VPT; ++k) {
-    if (!owns_vector<H, THREADS>(k)) continue;
-    float v[8];
-    unpack8<T>(y[k], v);
-    Vec8 q;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const u32 lo = fp8x2(fp8_divide(v[4 * i], divisor), fp8_divide(v[4 * i + 1], divisor));
-      const u32 hi = fp8x2(fp8_divide(v[4 * i + 2], divisor), fp8_divide(v[4 * i + 3], divisor));
-      q.w[i] = lo | (hi << 16);
-    }
-    store8(out + (threadIdx.x + k * THREADS) * 8, q);
+  const float amax = block_reduce<THREADS, true>(local.value(), scratch.amax);
+  const Fp8Divisor divisor = fp8_divisor(amax, kFp8Max);
+  if (divisor.short_path) {
+    quantize_vectors<T, H, THREADS, VPT, true>(y, out, divisor);
+  } else {
+    quantize_vectors<T, H, THREADS, VPT, false>(y, out, divisor);
   }
-  if (threadIdx.x == 0) *scale_out = scale;
+  if (threadIdx.x == 0) *scale_out = divisor.scale;
 }
 
 // Outputs of one row; pointers already offset to the row. `out` is T (no quant) or fp8 bytes.

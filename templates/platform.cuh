@@ -7,6 +7,8 @@
 //   ARFUSE_WARP_SIZE      32 or 64
 //   ARFUSE_FP8_FNUZ       1 for e4m3fnuz (max 240, gfx942), 0 for e4m3fn (max 448)
 //   ARFUSE_HW_FP8         1 where the hardware converts f32 -> e4m3 (NVIDIA sm_89+)
+//   ARFUSE_HW_PAIRED_F16  1 where the hardware rounds two f32 to bf16x2/f16x2 in one
+//                         instruction and has a NaN-keeping max (NVIDIA sm_80+)
 // No toolkit header is included, so a compile is fast and the same on every machine.
 #pragma once
 
@@ -140,14 +142,6 @@ __device__ __forceinline__ f16_t round_f16(float f) {
 #endif
 }
 
-template <typename T> struct Round;
-template <> struct Round<bf16_t> {
-  __device__ __forceinline__ static bf16_t apply(float f) { return round_bf16(f); }
-};
-template <> struct Round<f16_t> {
-  __device__ __forceinline__ static f16_t apply(float f) { return round_f16(f); }
-};
-
 // The 8 elements of a Vec16, widened.
 template <typename T>
 __device__ __forceinline__ void unpack8(const Vec16& v, float (&out)[8]) {
@@ -158,16 +152,106 @@ __device__ __forceinline__ void unpack8(const Vec16& v, float (&out)[8]) {
   }
 }
 
+#if ARFUSE_HW_PAIRED_F16
+// The hardware's NaN results become the canonical 0x7fff, as in round_bf16/round_f16, so no
+// result depends on NaN payloads. Selects, not a branch: a branch kept more values live
+// (48 registers instead of 40 for the BF16 epilogue at h6144, one block fewer per SM).
+__device__ __forceinline__ u32 canonical_nan_pair(u32 packed, float first, float second) {
+  if (first != first) packed = (packed & 0xffff0000u) | 0x7fffu;
+  if (second != second) packed = (packed & 0x0000ffffu) | 0x7fff0000u;
+  return packed;
+}
+#endif
+
+// Two roundings to T packed as (second << 16) | first. The pair instructions round to nearest
+// even like the software path (tests/test_gpu_epilogue.cpp checks both on the device).
+template <typename T>
+__device__ __forceinline__ u32 round_pair(float first, float second);
+
+template <>
+__device__ __forceinline__ u32 round_pair<bf16_t>(float first, float second) {
+#if ARFUSE_HW_PAIRED_F16
+  u32 packed;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(second), "f"(first));
+  return canonical_nan_pair(packed, first, second);
+#else
+  return u32(round_bf16(first).bits) | (u32(round_bf16(second).bits) << 16);
+#endif
+}
+
+template <>
+__device__ __forceinline__ u32 round_pair<f16_t>(float first, float second) {
+#if ARFUSE_HW_PAIRED_F16
+  u32 packed;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(second), "f"(first));
+  return canonical_nan_pair(packed, first, second);
+#else
+  return u32(round_f16(first).bits) | (u32(round_f16(second).bits) << 16);
+#endif
+}
+
 // Rounds 8 floats to T and packs them.
 template <typename T>
 __device__ __forceinline__ Vec16 pack8(const float (&in)[8]) {
   Vec16 v;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    v.w[i] = u32(Round<T>::apply(in[2 * i]).bits) | (u32(Round<T>::apply(in[2 * i + 1]).bits) << 16);
-  }
+  for (int i = 0; i < 4; ++i) v.w[i] = round_pair<T>(in[2 * i], in[2 * i + 1]);
   return v;
 }
+
+// ---- NaN-keeping maximum ----------------------------------------------------------------
+
+// max that keeps NaN: the contract wants a NaN to reach the FP8 scale rule, not to vanish.
+// Which NaN comes out does not matter (any NaN amax gives scale 1).
+__device__ __forceinline__ float max_keep_nan(float a, float b) {
+#if ARFUSE_HW_PAIRED_F16
+  float m;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(a), "f"(b));
+  return m;
+#else
+  return (a != a || a > b) ? a : b;
+#endif
+}
+
+// max |x| over the elements of packed pairs of T. Where the hardware has a NaN-keeping max on
+// pairs, it runs on the packed values (abs is clearing the sign bits; max is exact), one
+// instruction per pair instead of a widening and a max per element.
+#if ARFUSE_HW_PAIRED_F16
+template <typename T>
+__device__ __forceinline__ u32 max_keep_nan_pair(u32 a, u32 b);
+
+template <>
+__device__ __forceinline__ u32 max_keep_nan_pair<bf16_t>(u32 a, u32 b) {
+  u32 m;
+  asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(m) : "r"(a), "r"(b));
+  return m;
+}
+
+template <>
+__device__ __forceinline__ u32 max_keep_nan_pair<f16_t>(u32 a, u32 b) {
+  u32 m;
+  asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(m) : "r"(a), "r"(b));
+  return m;
+}
+#endif
+
+template <typename T>
+struct AbsMax {
+#if ARFUSE_HW_PAIRED_F16
+  u32 packed = 0;
+  __device__ __forceinline__ void add(u32 pair) { packed = max_keep_nan_pair<T>(packed, pair & 0x7fff7fffu); }
+  __device__ __forceinline__ float value() const {
+    return max_keep_nan(widen(T{u16(packed & 0xffffu)}), widen(T{u16(packed >> 16)}));
+  }
+#else
+  float amax = 0.0f;
+  __device__ __forceinline__ void add(u32 pair) {
+    amax = max_keep_nan(amax, fabsf(widen(T{u16(pair & 0xffffu)})));
+    amax = max_keep_nan(amax, fabsf(widen(T{u16(pair >> 16)})));
+  }
+  __device__ __forceinline__ float value() const { return amax; }
+#endif
+};
 
 // ---- fp8 e4m3 ---------------------------------------------------------------------------
 

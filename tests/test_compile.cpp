@@ -22,10 +22,12 @@ TEST_CASE("render: self-contained program, name expression, options", "[cpu][jit
   CHECK(src.templates[4].name == "platform.cuh");
   CHECK(src.options[0] == "--gpu-architecture=sm_90");
   CHECK(std::find(src.options.begin(), src.options.end(), "--fmad=false") != src.options.end());
+  CHECK(std::find(src.options.begin(), src.options.end(), "-DARFUSE_HW_PAIRED_F16=1") != src.options.end());
   const Source amd = render(KernelSpec::parse("fused_ar/h2880/f16/fp8/rms/w4/s2/gfx942"));
   CHECK(amd.options[0] == "--offload-arch=gfx942");
   CHECK(std::find(amd.options.begin(), amd.options.end(), "-DARFUSE_WARP_SIZE=64") != amd.options.end());
   CHECK(std::find(amd.options.begin(), amd.options.end(), "-DARFUSE_FP8_FNUZ=1") != amd.options.end());
+  CHECK(std::find(amd.options.begin(), amd.options.end(), "-DARFUSE_HW_PAIRED_F16=0") != amd.options.end());
   CHECK(amd.templates.size() == 6);
 }
 

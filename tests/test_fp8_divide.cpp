@@ -29,14 +29,16 @@ std::vector<float> positive_values(DType dtype) {
 }
 
 struct Tally {
-  long pairs = 0, mismatches = 0;
+  long pairs = 0, mismatches = 0, short_rows = 0, general_rows = 0;
   float first_y = 0, first_amax = 0;
 };
 
 // Both signs of every y in [0, amax], against IEEE division by scale = amax / max.
 void check_amax(float amax, const std::vector<float>& values, Fp8Format format, Tally& t) {
   const float scale = amax / reference::fp8_max(format);
-  const Fp8Divisor d = fp8_divisor(scale);
+  const Fp8Divisor d = fp8_divisor(amax, reference::fp8_max(format));
+  REQUIRE(reference::float_to_bits(d.scale) == reference::float_to_bits(scale));
+  ++(d.short_path ? t.short_rows : t.general_rows);
   for (std::size_t i = 0; i <= values.size(); ++i) {
     const float magnitude = i == 0 ? 0.0f : values[i - 1];
     if (magnitude > amax) break;
@@ -52,8 +54,12 @@ void check_amax(float amax, const std::vector<float>& values, Fp8Format format, 
 
 void require_no_mismatch(const Tally& t, DType dtype, Fp8Format format) {
   INFO(to_string(dtype) << (format == Fp8Format::e4m3fn ? " e4m3fn" : " e4m3fnuz") << ": " << t.pairs
-                        << " pairs; first mismatch y = " << t.first_y << ", amax = " << t.first_amax);
+                        << " pairs; rows on the short path " << t.short_rows << ", on the general path "
+                        << t.general_rows << "; first mismatch y = " << t.first_y << ", amax = " << t.first_amax);
   REQUIRE(t.pairs > 0);
+  REQUIRE(t.short_rows > 0);
+  // Scales below 2^-100 exist in bf16 only (f16's smallest value is 2^-24).
+  if (dtype == DType::bf16) REQUIRE(t.general_rows > 0);
   REQUIRE(t.mismatches == 0);
 }
 
@@ -95,12 +101,16 @@ TEST_CASE("fp8_divide: NaN, Inf and zero rows behave as IEEE division", "[cpu][q
   const float inf = INFINITY, nan = NAN;
   for (const Fp8Format format : {Fp8Format::e4m3fn, Fp8Format::e4m3fnuz}) {
     const float max = reference::fp8_max(format);
-    // scale = amax / max for amax Inf, and 1 for a row of zeros or a row with a NaN (amax > 0
-    // is false), which may also hold an Inf.
-    for (const float scale : {inf / max, nan, 1.0f}) {
-      const Fp8Divisor d = fp8_divisor(scale);
+    // A row with an Inf (scale Inf), a row with a NaN (scale 1, and it may hold an Inf too),
+    // a row of zeros (scale 1), and an ordinary row for contrast.
+    for (const float amax : {inf, nan, 0.0f, 3.0f}) {
+      const Fp8Divisor d = fp8_divisor(amax, max);
+      const float scale = amax > 0.0f ? amax / max : 1.0f;
+      CHECK(reference::float_to_bits(d.scale) == reference::float_to_bits(scale));
+      CHECK(d.short_path == (amax == 0.0f || amax == 3.0f));
       for (const float y : {0.0f, -0.0f, 1.5f, -3.0f, inf, -inf, nan}) {
-        CAPTURE(scale, y);
+        if (d.short_path && !(std::fabs(y) <= amax)) continue;  // not a value of this row
+        CAPTURE(amax, y);
         CHECK(reference::float_to_fp8(fp8_divide(y, d), format) == reference::float_to_fp8(y / scale, format));
       }
     }

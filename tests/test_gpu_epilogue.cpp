@@ -99,21 +99,25 @@ TEST_CASE("the device FP8, f16 and bf16 conversions match the software ones", "[
   Context& ctx = gpu_context();
   const Target target = ctx.device().target();
   // A test kernel over platform.cuh: hardware fp8x2 (where the target has it), the software
-  // fp8 path, and the f16/bf16 rounding, for every input.
+  // fp8 path, the f16/bf16 rounding, and the paired rounding the kernels use (each input paired
+  // with the input at the mirrored index), for every input.
   Source src;
   src.spec = KernelSpec::parse("token_quant/h8/bf16/" + target.name());
   src.program_name = "conversions.cu";
   std::vector<TemplateFile> included;
   src.text = expand_includes("platform.cuh", included) + R"(
 extern "C" __global__ void conversions(const float* in, unsigned char* hw, unsigned char* sw,
-                                       unsigned short* h, unsigned short* b, int n) {
+                                       unsigned short* h, unsigned short* b, unsigned* h2, unsigned* b2,
+                                       int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  float x = in[i];
+  float x = in[i], partner = in[n - 1 - i];
   hw[i] = (unsigned char)(arfuse::fp8x2(x, 0.0f) & 0xff);
   sw[i] = (unsigned char)arfuse::fp8_software(x);
   h[i] = arfuse::round_f16(x).bits;
   b[i] = arfuse::round_bf16(x).bits;
+  h2[i] = arfuse::round_pair<arfuse::f16_t>(x, partner);
+  b2[i] = arfuse::round_pair<arfuse::bf16_t>(x, partner);
 }
 )";
   src.name_expression = "conversions";
@@ -139,18 +143,20 @@ extern "C" __global__ void conversions(const float* in, unsigned char* hw, unsig
   const int n = int(inputs.size());
   Stream stream(ctx.device());
   DeviceBuffer d_in(ctx.device(), size_t(n) * 4), d_hw(ctx.device(), size_t(n)), d_sw(ctx.device(), size_t(n)),
-      d_h(ctx.device(), size_t(n) * 2), d_b(ctx.device(), size_t(n) * 2);
+      d_h(ctx.device(), size_t(n) * 2), d_b(ctx.device(), size_t(n) * 2), d_h2(ctx.device(), size_t(n) * 4),
+      d_b2(ctx.device(), size_t(n) * 4);
   d_in.upload(inputs);
-  for (auto* b : {&d_hw, &d_sw, &d_h, &d_b}) b->fill(0xee);
+  for (auto* b : {&d_hw, &d_sw, &d_h, &d_b, &d_h2, &d_b2}) b->fill(0xee);
   const void* in = d_in.get();
-  void *hw = d_hw.get(), *sw = d_sw.get(), *h = d_h.get(), *b = d_b.get();
+  void *hw = d_hw.get(), *sw = d_sw.get(), *h = d_h.get(), *b = d_b.get(), *h2 = d_h2.get(), *b2 = d_b2.get();
   int count = n;
-  void* params[] = {&in, &hw, &sw, &h, &b, &count};
+  void* params[] = {&in, &hw, &sw, &h, &b, &h2, &b2, &count};
   kernel.launch(unsigned((n + 255) / 256), stream, params);
   stream.synchronize();
 
   const auto got_hw = d_hw.download<std::uint8_t>(size_t(n)), got_sw = d_sw.download<std::uint8_t>(size_t(n));
   const auto got_h = d_h.download<std::uint16_t>(size_t(n)), got_b = d_b.download<std::uint16_t>(size_t(n));
+  const auto got_h2 = d_h2.download<std::uint32_t>(size_t(n)), got_b2 = d_b2.download<std::uint32_t>(size_t(n));
   std::vector<std::uint8_t> want_fp8(inputs.size());
   std::vector<std::uint16_t> want_h(inputs.size()), want_b(inputs.size());
   for (int i = 0; i < n; ++i) {
@@ -163,4 +169,11 @@ extern "C" __global__ void conversions(const float* in, unsigned char* hw, unsig
   test::require_bits_equal(got_hw, want_fp8, "fp8x2 (hardware where available)", 1);
   test::require_bits_equal(got_h, want_h, "f16 rounding", 1);
   test::require_bits_equal(got_b, want_b, "bf16 rounding", 1);
+  std::vector<std::uint32_t> want_h2(inputs.size()), want_b2(inputs.size());
+  for (int i = 0; i < n; ++i) {
+    want_h2[size_t(i)] = want_h[size_t(i)] | std::uint32_t(want_h[size_t(n - 1 - i)]) << 16;
+    want_b2[size_t(i)] = want_b[size_t(i)] | std::uint32_t(want_b[size_t(n - 1 - i)]) << 16;
+  }
+  test::require_bits_equal(got_h2, want_h2, "paired f16 rounding", 1);
+  test::require_bits_equal(got_b2, want_b2, "paired bf16 rounding", 1);
 }

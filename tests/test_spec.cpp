@@ -49,6 +49,9 @@ TEST_CASE("targets know their vendor, warp size and FP8 format", "[cpu][spec]") 
   CHECK(Target::parse("sm_90").warp_size() == 32);
   CHECK(Target::parse("sm_90").hardware_fp8());
   CHECK_FALSE(Target::parse("sm_80").hardware_fp8());
+  CHECK(Target::parse("sm_80").hardware_paired_f16());
+  CHECK_FALSE(Target::parse("sm_75").hardware_paired_f16());
+  CHECK_FALSE(Target::parse("gfx942").hardware_paired_f16());
   CHECK(Target::parse("gfx90a").warp_size() == 64);
   CHECK(Target::parse("gfx942").warp_size() == 64);
   CHECK(Target::parse("gfx942").fp8_format() == Fp8Format::e4m3fnuz);
