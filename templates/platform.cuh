@@ -152,32 +152,32 @@ __device__ __forceinline__ void unpack8(const Vec16& v, float (&out)[8]) {
   }
 }
 
+template <typename T> inline constexpr bool kIsBf16 = false;
+template <> inline constexpr bool kIsBf16<bf16_t> = true;
+
+// The software rounding to T.
+template <typename T>
+__device__ __forceinline__ T round_to(float f) {
+  if constexpr (kIsBf16<T>) return round_bf16(f);
+  else return round_f16(f);
+}
+
 // Two roundings to T packed as (second << 16) | first. The pair instructions round to nearest
 // even like the software path and turn every NaN into the canonical 0x7fff (on sm_90 for all
 // 2^24 f32 NaN patterns, measured 2026-12-03); tests/test_gpu_epilogue.cpp checks both, NaN
 // payloads of both signs included, on every device it runs on.
 template <typename T>
-__device__ __forceinline__ u32 round_pair(float first, float second);
-
-template <>
-__device__ __forceinline__ u32 round_pair<bf16_t>(float first, float second) {
+__device__ __forceinline__ u32 round_pair(float first, float second) {
 #if ARFUSE_HW_PAIRED_F16
   u32 packed;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(second), "f"(first));
+  if constexpr (kIsBf16<T>) {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(second), "f"(first));
+  } else {
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(second), "f"(first));
+  }
   return packed;
 #else
-  return u32(round_bf16(first).bits) | (u32(round_bf16(second).bits) << 16);
-#endif
-}
-
-template <>
-__device__ __forceinline__ u32 round_pair<f16_t>(float first, float second) {
-#if ARFUSE_HW_PAIRED_F16
-  u32 packed;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(second), "f"(first));
-  return packed;
-#else
-  return u32(round_f16(first).bits) | (u32(round_f16(second).bits) << 16);
+  return u32(round_to<T>(first).bits) | (u32(round_to<T>(second).bits) << 16);
 #endif
 }
 
@@ -209,19 +209,13 @@ __device__ __forceinline__ float max_keep_nan(float a, float b) {
 // instruction per pair instead of a widening and a max per element.
 #if ARFUSE_HW_PAIRED_F16
 template <typename T>
-__device__ __forceinline__ u32 max_keep_nan_pair(u32 a, u32 b);
-
-template <>
-__device__ __forceinline__ u32 max_keep_nan_pair<bf16_t>(u32 a, u32 b) {
+__device__ __forceinline__ u32 max_keep_nan_pair(u32 a, u32 b) {
   u32 m;
-  asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(m) : "r"(a), "r"(b));
-  return m;
-}
-
-template <>
-__device__ __forceinline__ u32 max_keep_nan_pair<f16_t>(u32 a, u32 b) {
-  u32 m;
-  asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(m) : "r"(a), "r"(b));
+  if constexpr (kIsBf16<T>) {
+    asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(m) : "r"(a), "r"(b));
+  } else {
+    asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(m) : "r"(a), "r"(b));
+  }
   return m;
 }
 #endif
