@@ -30,7 +30,8 @@ void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream
   void* mirror = a.mirror;
   int tokens = a.tokens;
   void* params[] = {&in, &res_in, &res_out, &weight, &eps, &out, &scales, &mirror, &tokens};
-  k.kernel.launch(row_grid(k, ctx.device(), a.tokens), stream, params);
+  const unsigned grid = row_grid(k, ctx.device(), a.tokens);
+  k.kernel.launch(grid, stream, params, k.shared_bytes_for(a.tokens, grid));
 }
 
 void token_quant(Context& ctx, const TokenQuantArgs& a, const Stream& stream) {

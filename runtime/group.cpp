@@ -114,6 +114,7 @@ void Group::build_in_process() {
       ContextOptions co;
       co.device = ordinal;
       co.cache = options_.cache;
+      co.row_pipeline = options_.row_pipeline;
       contexts_.push_back(std::make_unique<Context>(co));
       by_device[ordinal] = contexts_.back().get();
     }
@@ -163,6 +164,7 @@ void Group::build_with_bootstrap() {
     ContextOptions co;
     co.device = options_.devices[0];
     co.cache = options_.cache;
+    co.row_pipeline = options_.row_pipeline;
     contexts_.push_back(std::make_unique<Context>(co));
   } catch (const Error& e) {
     opened = e.what(), open_error = std::current_exception();
@@ -386,7 +388,8 @@ void Rank::launch(const jit::KernelSpec& spec, FusedArgs a, const void* input, c
   a.input = input == staging_.get() ? nullptr : input;  // the kernel copies it in
   context_->device().make_current();
   void* params[] = {&a};
-  k.kernel.launch(group_->grid_for(k, rows), stream, params);
+  const unsigned grid = group_->grid_for(k, rows);
+  k.kernel.launch(grid, stream, params, k.shared_bytes_for(rows, grid));
 }
 
 void* Rank::nccl_scratch(std::size_t bytes, const Stream& stream) {

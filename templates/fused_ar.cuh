@@ -14,6 +14,7 @@
 #pragma once
 
 #include "epilogue.cuh"
+#include "row_pipeline.cuh"
 #include "signal.cuh"
 
 namespace arfuse {
@@ -45,8 +46,23 @@ __device__ __forceinline__ bool cross_rank_barrier(const PeerBuffers& peers, int
   return failed == 0;
 }
 
-// T( ((f(x0) + f(x1)) + f(x2)) + ... ), packed, for the vectors this thread owns. All W loads
-// of a vector are issued before the first add.
+// T( ((f(x0) + f(x1)) + f(x2)) + ... ), packed: one vector of every rank, folded in rank order.
+template <typename T, int W>
+__device__ __forceinline__ Vec16 fold_vector(const Vec16 (&v)[W]) {
+  float acc[8];
+  unpack8<T>(v[0], acc);
+#pragma unroll
+  for (int r = 1; r < W; ++r) {
+    float t[8];
+    unpack8<T>(v[r], t);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[j] += t[j];
+  }
+  return pack8<T>(acc);
+}
+
+// The folded vectors this thread owns of the row at `offset`. All W loads of a vector are
+// issued before the first add.
 template <typename T, int H, int THREADS, int VPT, int W>
 __device__ __forceinline__ void fold_row(const PeerBuffers& peers, long long offset, Vec16 (&sum)[VPT]) {
 #pragma unroll
@@ -56,16 +72,7 @@ __device__ __forceinline__ void fold_row(const PeerBuffers& peers, long long off
     Vec16 v[W];
 #pragma unroll
     for (int r = 0; r < W; ++r) v[r] = load_shared_l2(static_cast<const T*>(peers.staging[r]) + element);
-    float acc[8];
-    unpack8<T>(v[0], acc);
-#pragma unroll
-    for (int r = 1; r < W; ++r) {
-      float t[8];
-      unpack8<T>(v[r], t);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[j] += t[j];
-    }
-    sum[k] = pack8<T>(acc);
+    sum[k] = fold_vector<T, W>(v);
   }
 }
 
@@ -120,8 +127,63 @@ __device__ __forceinline__ void stage_own_rows(const FusedArgs& a) {
   }
 }
 
-template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int W, int STAGE, bool EPILOGUE>
-__global__ void __launch_bounds__(THREADS) fused_ar_kernel(FusedArgs a) {
+// Stage 1 rows, the direct path: each row's loads are issued when its turn comes.
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int W, bool EPILOGUE>
+__device__ __forceinline__ void reduce_rows(const FusedArgs& a, ReduceScratch& scratch) {
+  for (int row = blockIdx.x; row < a.tokens; row += gridDim.x) {
+    Vec16 residual[VPT];
+    if (EPILOGUE) load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + (long long)row * H, residual);
+    Vec16 x[VPT];
+    fold_row<T, H, THREADS, VPT, W>(a.peers, (long long)row * H, x);
+    finish_row<T, H, THREADS, VPT, QUANT, NORM, EPILOGUE>(a, row, x, residual, scratch);
+  }
+}
+
+// Stage 1 rows of the fused kernel with the next row in flight (row_pipeline.cuh): slots 0 to
+// W - 1 hold every rank's staging row, slot W the residual_in row. False where the pipeline
+// is off (or the kernel is the plain all-reduce), and nothing was done.
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int W, bool EPILOGUE, int PIPELINE_BLOCKS>
+__device__ __forceinline__ bool reduce_rows_pipelined(const FusedArgs& a, ReduceScratch& scratch) {
+#if ARFUSE_HW_ASYNC_COPY
+  if constexpr (EPILOGUE && PIPELINE_BLOCKS > 0) {
+    if (!row_pipeline_on()) return false;
+    const RowSlots<T, H, THREADS, VPT> slots;
+    const T* residual_in = static_cast<const T*>(a.residual_in);
+    int row = blockIdx.x;
+    if (row >= a.tokens) return true;
+    Vec16 residual[VPT], x[VPT];
+    load_vectors<T, H, THREADS, VPT>(residual_in + (long long)row * H, residual);
+    fold_row<T, H, THREADS, VPT, W>(a.peers, (long long)row * H, x);
+    for (;;) {
+      const int next = row + gridDim.x;
+      if (next < a.tokens) {
+        const long long offset = (long long)next * H;
+        slots.template fetch_each<0, W>(a.peers.staging, offset);
+        slots.template fetch<W>(residual_in + offset);
+      }
+      finish_row<T, H, THREADS, VPT, QUANT, NORM, true>(a, row, x, residual, scratch);
+      if (next >= a.tokens) return true;
+      async_copy_wait_all();
+      slots.read(W, residual);
+#pragma unroll
+      for (int k = 0; k < VPT; ++k) {
+        if (!owns_vector<H, THREADS>(k)) continue;
+        Vec16 v[W];
+#pragma unroll
+        for (int r = 0; r < W; ++r) v[r] = slots.at(r, k);
+        x[k] = fold_vector<T, W>(v);
+      }
+      row = next;
+    }
+  }
+#endif
+  return false;
+}
+
+// PIPELINE_BLOCKS: 0, or the blocks per multiprocessor the row pipeline of stage 1 is compiled
+// for (jit/row_pipeline.hpp).
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int W, int STAGE, bool EPILOGUE, int PIPELINE_BLOCKS>
+__global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, PIPELINE_BLOCKS) fused_ar_kernel(FusedArgs a) {
   static_assert(W >= 2 && W <= kMaxWorld, "world size");
   static_assert(STAGE == 1 || STAGE == 2, "stage");
   __shared__ ReduceScratch scratch;
@@ -134,12 +196,8 @@ __global__ void __launch_bounds__(THREADS) fused_ar_kernel(FusedArgs a) {
 
   if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierEntry, failed)) {
     if (STAGE == 1) {
-      for (int row = blockIdx.x; row < a.tokens; row += gridDim.x) {
-        Vec16 residual[VPT];
-        if (EPILOGUE) load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + (long long)row * H, residual);
-        Vec16 x[VPT];
-        fold_row<T, H, THREADS, VPT, W>(a.peers, (long long)row * H, x);
-        finish_row<T, H, THREADS, VPT, QUANT, NORM, EPILOGUE>(a, row, x, residual, scratch);
+      if (!reduce_rows_pipelined<T, H, THREADS, VPT, QUANT, NORM, W, EPILOGUE, PIPELINE_BLOCKS>(a, scratch)) {
+        reduce_rows<T, H, THREADS, VPT, QUANT, NORM, W, EPILOGUE>(a, scratch);
       }
     } else {
       const int share = (a.tokens + W - 1) / W;

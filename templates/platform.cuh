@@ -9,6 +9,8 @@
 //   ARFUSE_HW_FP8         1 where the hardware converts f32 -> e4m3 (NVIDIA sm_89+)
 //   ARFUSE_HW_PAIRED_F16  1 where the hardware rounds two f32 to bf16x2/f16x2 in one
 //                         instruction and has a NaN-keeping max (NVIDIA sm_80+)
+//   ARFUSE_HW_ASYNC_COPY  1 where global -> shared copies run asynchronously (cp.async,
+//                         NVIDIA sm_80+)
 // No toolkit header is included, so a compile is fast and the same on every machine.
 #pragma once
 
@@ -37,6 +39,16 @@ struct alignas(8) Vec8 { u32 w[2]; };
 
 __device__ __forceinline__ float bits_to_float(u32 b) { return __uint_as_float(b); }
 __device__ __forceinline__ u32 float_to_bits(float f) { return __float_as_uint(f); }
+
+// __launch_bounds__ with a minimum of resident blocks per multiprocessor, which caps the
+// registers a thread may use; 0 is no minimum (the same code as no second argument, where 1
+// would lift the compiler's own register heuristics). AMD's second argument means something
+// else (waves per EU), so there only the block size is given.
+#if defined(ARFUSE_VENDOR_NVIDIA)
+#define ARFUSE_LAUNCH_BOUNDS(threads, min_blocks) __launch_bounds__(threads, min_blocks)
+#else
+#define ARFUSE_LAUNCH_BOUNDS(threads, min_blocks) __launch_bounds__(threads)
+#endif
 
 // ---- shuffles ---------------------------------------------------------------------------
 
@@ -107,6 +119,39 @@ __device__ __forceinline__ Vec16 load_shared_l2(const void* address) {
 __device__ __forceinline__ Vec16 load16(const void* address) { return *static_cast<const Vec16*>(address); }
 __device__ __forceinline__ void store16(void* address, const Vec16& v) { *static_cast<Vec16*>(address) = v; }
 __device__ __forceinline__ void store8(void* address, const Vec8& v) { *static_cast<Vec8*>(address) = v; }
+
+// ---- asynchronous copies into shared memory ----------------------------------------------
+
+#if ARFUSE_HW_ASYNC_COPY
+// The dynamic shared memory this launch was given, in bytes.
+__device__ __forceinline__ u32 dynamic_shared_bytes() {
+  u32 bytes;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+  return bytes;
+}
+
+// The shared-window address of a pointer into shared memory.
+__device__ __forceinline__ u32 shared_address(const void* pointer) {
+  u32 address;
+  asm("{\n\t.reg .u64 t;\n\tcvta.to.shared.u64 t, %1;\n\tcvt.u32.u64 %0, t;\n\t}" : "=r"(address) : "l"(pointer));
+  return address;
+}
+
+// Starts a 16-byte copy from global + GLOBAL_OFFSET (through L2, never a stale L1 line: the
+// source may be a peer's staging buffer) to shared + SHARED_OFFSET; it lands by
+// async_copy_wait_all(). The offsets are immediates, so a row's copies share two base
+// registers instead of holding an address each.
+template <int SHARED_OFFSET, int GLOBAL_OFFSET>
+__device__ __forceinline__ void async_copy16_l2(u32 shared, const void* global) {
+  asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%3], 16;"
+               ::"r"(shared), "l"(global), "n"(SHARED_OFFSET), "n"(GLOBAL_OFFSET)
+               : "memory");
+}
+
+// Waits for every copy this thread started; their bytes are then visible to this thread
+// (other threads would need a barrier as well).
+__device__ __forceinline__ void async_copy_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+#endif
 
 // ---- f16 / bf16 -------------------------------------------------------------------------
 

@@ -22,6 +22,15 @@ Context& gpu_context() {
   return ctx;
 }
 
+Context& direct_context() {  // kernels with a row pipeline run their direct path
+  static Context ctx([] {
+    ContextOptions o;
+    o.row_pipeline = false;
+    return o;
+  }());
+  return ctx;
+}
+
 // Rows with the values that break careless kernels: zeros, NaN, Inf, huge, subnormal.
 void add_special_rows(Bits16& input, int tokens, int hidden, DType dtype) {
   auto set_row = [&](int row, float value) {
@@ -93,6 +102,58 @@ TEST_CASE("rmsnorm_quant matches the reference bit for bit", "[gpu][epilogue]") 
     test::require_bits_equal(d_q2.download<std::uint8_t>(n), expected.q, "token_quant(mirror)", hidden);
     test::require_scales_equal(d_s2.download<float>(size_t(tokens)), expected.scales, "token_quant(mirror)");
   }
+}
+
+// More rows than blocks, so every block has a next row: the pipeline's copies, waits and slot
+// reuse all run (and the direct path of the same pipelined kernel, with the context's
+// pipeline off). In place too: residual_out over residual_in, as engines call it.
+TEST_CASE("rmsnorm_quant: row pipeline and direct path, more rows than blocks, in place", "[gpu][epilogue]") {
+  const bool pipeline = GENERATE(true, false);
+  const bool in_place = GENERATE(false, true);
+  const Quant quant = GENERATE(Quant::fp8, Quant::fp8_mirror, Quant::none);
+  const auto shape = GENERATE(std::pair<int, int>{600, 8192}, std::pair<int, int>{2517, 6144}, std::pair<int, int>{1001, 5120},
+                              std::pair<int, int>{777, 7176});
+  Context& ctx = pipeline ? gpu_context() : direct_context();
+  Stream stream(ctx.device());
+  auto rng = test::fresh_rng();
+  const DType dtype = DType::bf16;
+  const int tokens = shape.first, hidden = shape.second;
+  CAPTURE(pipeline, in_place, to_string(quant), tokens, hidden);
+  const auto& kernel = ctx.kernel(ctx.spec(Module::rmsnorm_quant, hidden, dtype, quant, Norm::gemma));
+  const bool compiled_in = row_pipeline(kernel.spec, kernel.block).enabled();
+  CHECK((kernel.row_pipeline_bytes > 0) == (pipeline && compiled_in));
+  REQUIRE(tokens > kernel.max_blocks_per_multiprocessor * ctx.device().multiprocessors());
+
+  const size_t n = size_t(tokens) * hidden;
+  Bits16 ar = test::random_tensor(rng, n, dtype), residual = test::random_tensor(rng, n, dtype);
+  Bits16 weight = test::random_tensor(rng, size_t(hidden), dtype, 0.5f);
+  add_special_rows(ar, tokens, hidden, dtype);
+  reference::EpilogueConfig config{hidden, dtype, quant, Norm::gemma, 1e-5f, ctx.device().target()};
+  const auto expected = reference::epilogue(config, tokens, ar, residual, weight);
+
+  DeviceBuffer d_in(ctx.device(), n * 2), d_res(ctx.device(), n * 2), d_res_out(ctx.device(), n * 2),
+      d_weight(ctx.device(), size_t(hidden) * 2), d_out(ctx.device(), n * 2), d_scales(ctx.device(), size_t(tokens) * 4),
+      d_mirror(ctx.device(), n * 2);
+  d_in.upload(ar), d_res.upload(residual), d_weight.upload(weight);
+  for (auto* b : {&d_res_out, &d_out, &d_scales, &d_mirror}) b->fill(kPoison);
+  DeviceBuffer& residual_out = in_place ? d_res : d_res_out;
+
+  RmsnormQuantArgs args;
+  args.input = d_in.get(), args.residual_in = d_res.get(), args.residual_out = residual_out.get();
+  args.weight = d_weight.get(), args.eps = 1e-5f, args.out = d_out.get(), args.scales = static_cast<float*>(d_scales.get());
+  args.mirror = d_mirror.get(), args.tokens = tokens, args.hidden = hidden;
+  args.dtype = dtype, args.quant = quant, args.norm = Norm::gemma;
+  rmsnorm_quant(ctx, args, stream);
+  stream.synchronize();
+
+  test::require_bits_equal(residual_out.download<std::uint16_t>(n), expected.residual_out, "residual_out", hidden);
+  if (quant == Quant::none) {
+    test::require_bits_equal(d_out.download<std::uint16_t>(n), expected.out, "out", hidden);
+  } else {
+    test::require_bits_equal(d_out.download<std::uint8_t>(n), expected.q, "fp8 out", hidden);
+    test::require_scales_equal(d_scales.download<float>(size_t(tokens)), expected.scales, "fp8");
+  }
+  if (quant == Quant::fp8_mirror) test::require_bits_equal(d_mirror.download<std::uint16_t>(n), expected.mirror, "mirror", hidden);
 }
 
 TEST_CASE("the device FP8, f16 and bf16 conversions match the software ones", "[gpu][numerics]") {

@@ -62,7 +62,9 @@ int rotation(std::size_t bytes_per_call) {
 
 std::string describe_resources(const LaunchableKernel& k) {
   const KernelResources r = k.kernel.resources();
-  return fmt::format("{}r {}L {}S {}b/SM", r.registers, r.local_bytes, r.static_shared_bytes, k.max_blocks_per_multiprocessor);
+  const std::string pipeline = k.row_pipeline_bytes > 0 ? fmt::format(" {}D", k.row_pipeline_bytes) : "";
+  return fmt::format("{}r {}L {}S{} {}b/SM", r.registers, r.local_bytes, r.static_shared_bytes, pipeline,
+                     k.max_blocks_per_multiprocessor);
 }
 
 reference::Bits16 random_bits(std::mt19937& rng, std::size_t n, float scale) {
