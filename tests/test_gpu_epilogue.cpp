@@ -47,24 +47,29 @@ void add_special_rows(Bits16& input, int tokens, int hidden, DType dtype) {
 
 }  // namespace
 
-TEST_CASE("rmsnorm_quant matches the reference bit for bit", "[gpu][epilogue]") {
-  Context& ctx = gpu_context();
+namespace {
+
+struct EpilogueCase {
+  int tokens, hidden;
+  DType dtype;
+  Quant quant;
+  Norm norm;
+  bool in_place;  // residual_out over residual_in, as engines call it
+};
+
+// One rmsnorm_quant call on fresh random inputs (special rows included) with poisoned outputs,
+// every output against the reference bit for bit; with the mirror, token_quant of it too.
+void check_rmsnorm_quant(Context& ctx, const EpilogueCase& c) {
   Stream stream(ctx.device());
   auto rng = test::fresh_rng();
-  const DType dtype = GENERATE(DType::f16, DType::bf16);
-  const Quant quant = GENERATE(Quant::none, Quant::fp8, Quant::fp8_mirror);
-  const Norm norm = GENERATE(Norm::rms, Norm::gemma);
-  const auto shape = GENERATE(std::pair<int, int>{1, 2880}, std::pair<int, int>{7, 5120}, std::pair<int, int>{513, 2880},
-                              std::pair<int, int>{300, 5120}, std::pair<int, int>{2517, 6144}, std::pair<int, int>{33, 8192},
-                              std::pair<int, int>{9, 2048}, std::pair<int, int>{3, 16384});
-  const int tokens = shape.first, hidden = shape.second;
-  CAPTURE(to_string(dtype), to_string(quant), to_string(norm), tokens, hidden);
+  const int tokens = c.tokens, hidden = c.hidden;
+  CAPTURE(to_string(c.dtype), to_string(c.quant), to_string(c.norm), tokens, hidden, c.in_place);
   const size_t n = size_t(tokens) * hidden;
 
-  Bits16 ar = test::random_tensor(rng, n, dtype), residual = test::random_tensor(rng, n, dtype);
-  Bits16 weight = test::random_tensor(rng, size_t(hidden), dtype, 0.5f);
-  add_special_rows(ar, tokens, hidden, dtype);
-  reference::EpilogueConfig config{hidden, dtype, quant, norm, 1e-5f, ctx.device().target()};
+  Bits16 ar = test::random_tensor(rng, n, c.dtype), residual = test::random_tensor(rng, n, c.dtype);
+  Bits16 weight = test::random_tensor(rng, size_t(hidden), c.dtype, 0.5f);
+  add_special_rows(ar, tokens, hidden, c.dtype);
+  reference::EpilogueConfig config{hidden, c.dtype, c.quant, c.norm, 1e-5f, ctx.device().target()};
   const auto expected = reference::epilogue(config, tokens, ar, residual, weight);
 
   DeviceBuffer d_in(ctx.device(), n * 2), d_res(ctx.device(), n * 2), d_res_out(ctx.device(), n * 2),
@@ -72,23 +77,24 @@ TEST_CASE("rmsnorm_quant matches the reference bit for bit", "[gpu][epilogue]") 
       d_mirror(ctx.device(), n * 2);
   d_in.upload(ar), d_res.upload(residual), d_weight.upload(weight);
   for (auto* b : {&d_res_out, &d_out, &d_scales, &d_mirror}) b->fill(kPoison);
+  DeviceBuffer& res_out = c.in_place ? d_res : d_res_out;
 
   RmsnormQuantArgs args;
-  args.input = d_in.get(), args.residual_in = d_res.get(), args.residual_out = d_res_out.get();
+  args.input = d_in.get(), args.residual_in = d_res.get(), args.residual_out = res_out.get();
   args.weight = d_weight.get(), args.eps = 1e-5f, args.out = d_out.get(), args.scales = static_cast<float*>(d_scales.get());
   args.mirror = d_mirror.get(), args.tokens = tokens, args.hidden = hidden;
-  args.dtype = dtype, args.quant = quant, args.norm = norm;
+  args.dtype = c.dtype, args.quant = c.quant, args.norm = c.norm;
   rmsnorm_quant(ctx, args, stream);
   stream.synchronize();
 
-  test::require_bits_equal(d_res_out.download<std::uint16_t>(n), expected.residual_out, "residual_out", hidden);
-  if (quant == Quant::none) {
+  test::require_bits_equal(res_out.download<std::uint16_t>(n), expected.residual_out, "residual_out", hidden);
+  if (c.quant == Quant::none) {
     test::require_bits_equal(d_out.download<std::uint16_t>(n), expected.out, "out", hidden);
   } else {
     test::require_bits_equal(d_out.download<std::uint8_t>(n), expected.q, "fp8 out", hidden);
     test::require_scales_equal(d_scales.download<float>(size_t(tokens)), expected.scales, "fp8");
   }
-  if (quant == Quant::fp8_mirror) {
+  if (c.quant == Quant::fp8_mirror) {
     const auto mirror = d_mirror.download<std::uint16_t>(n);
     test::require_bits_equal(mirror, expected.mirror, "mirror", hidden);
     // Contract step 8: token_quant of the mirror reproduces the fused bytes and scales.
@@ -96,7 +102,7 @@ TEST_CASE("rmsnorm_quant matches the reference bit for bit", "[gpu][epilogue]") 
     d_q2.fill(kPoison), d_s2.fill(kPoison);
     TokenQuantArgs tq;
     tq.input = d_mirror.get(), tq.out = d_q2.get(), tq.scales = static_cast<float*>(d_s2.get());
-    tq.tokens = tokens, tq.hidden = hidden, tq.dtype = dtype;
+    tq.tokens = tokens, tq.hidden = hidden, tq.dtype = c.dtype;
     token_quant(ctx, tq, stream);
     stream.synchronize();
     test::require_bits_equal(d_q2.download<std::uint8_t>(n), expected.q, "token_quant(mirror)", hidden);
@@ -104,9 +110,20 @@ TEST_CASE("rmsnorm_quant matches the reference bit for bit", "[gpu][epilogue]") 
   }
 }
 
+}  // namespace
+
+TEST_CASE("rmsnorm_quant matches the reference bit for bit", "[gpu][epilogue]") {
+  const DType dtype = GENERATE(DType::f16, DType::bf16);
+  const Quant quant = GENERATE(Quant::none, Quant::fp8, Quant::fp8_mirror);
+  const Norm norm = GENERATE(Norm::rms, Norm::gemma);
+  const auto shape = GENERATE(std::pair<int, int>{1, 2880}, std::pair<int, int>{7, 5120}, std::pair<int, int>{513, 2880},
+                              std::pair<int, int>{300, 5120}, std::pair<int, int>{2517, 6144}, std::pair<int, int>{33, 8192},
+                              std::pair<int, int>{9, 2048}, std::pair<int, int>{3, 16384});
+  check_rmsnorm_quant(gpu_context(), EpilogueCase{shape.first, shape.second, dtype, quant, norm, false});
+}
+
 // More rows than blocks, so every block has a next row: the pipeline's copies, waits and slot
-// reuse all run (and the direct path of the same pipelined kernel, with the context's
-// pipeline off). In place too: residual_out over residual_in, as engines call it.
+// reuse all run, and the direct path of the same pipelined kernel (the context's pipeline off).
 TEST_CASE("rmsnorm_quant: row pipeline and direct path, more rows than blocks, in place", "[gpu][epilogue]") {
   const bool pipeline = GENERATE(true, false);
   const bool in_place = GENERATE(false, true);
@@ -114,46 +131,12 @@ TEST_CASE("rmsnorm_quant: row pipeline and direct path, more rows than blocks, i
   const auto shape = GENERATE(std::pair<int, int>{600, 8192}, std::pair<int, int>{2517, 6144}, std::pair<int, int>{1001, 5120},
                               std::pair<int, int>{777, 7176});
   Context& ctx = pipeline ? gpu_context() : direct_context();
-  Stream stream(ctx.device());
-  auto rng = test::fresh_rng();
-  const DType dtype = DType::bf16;
-  const int tokens = shape.first, hidden = shape.second;
-  CAPTURE(pipeline, in_place, to_string(quant), tokens, hidden);
-  const auto& kernel = ctx.kernel(ctx.spec(Module::rmsnorm_quant, hidden, dtype, quant, Norm::gemma));
-  const bool compiled_in = row_pipeline(kernel.spec, kernel.block).enabled();
-  CHECK((kernel.row_pipeline_bytes > 0) == (pipeline && compiled_in));
-  REQUIRE(tokens > kernel.max_blocks_per_multiprocessor * ctx.device().multiprocessors());
-
-  const size_t n = size_t(tokens) * hidden;
-  Bits16 ar = test::random_tensor(rng, n, dtype), residual = test::random_tensor(rng, n, dtype);
-  Bits16 weight = test::random_tensor(rng, size_t(hidden), dtype, 0.5f);
-  add_special_rows(ar, tokens, hidden, dtype);
-  reference::EpilogueConfig config{hidden, dtype, quant, Norm::gemma, 1e-5f, ctx.device().target()};
-  const auto expected = reference::epilogue(config, tokens, ar, residual, weight);
-
-  DeviceBuffer d_in(ctx.device(), n * 2), d_res(ctx.device(), n * 2), d_res_out(ctx.device(), n * 2),
-      d_weight(ctx.device(), size_t(hidden) * 2), d_out(ctx.device(), n * 2), d_scales(ctx.device(), size_t(tokens) * 4),
-      d_mirror(ctx.device(), n * 2);
-  d_in.upload(ar), d_res.upload(residual), d_weight.upload(weight);
-  for (auto* b : {&d_res_out, &d_out, &d_scales, &d_mirror}) b->fill(kPoison);
-  DeviceBuffer& residual_out = in_place ? d_res : d_res_out;
-
-  RmsnormQuantArgs args;
-  args.input = d_in.get(), args.residual_in = d_res.get(), args.residual_out = residual_out.get();
-  args.weight = d_weight.get(), args.eps = 1e-5f, args.out = d_out.get(), args.scales = static_cast<float*>(d_scales.get());
-  args.mirror = d_mirror.get(), args.tokens = tokens, args.hidden = hidden;
-  args.dtype = dtype, args.quant = quant, args.norm = Norm::gemma;
-  rmsnorm_quant(ctx, args, stream);
-  stream.synchronize();
-
-  test::require_bits_equal(residual_out.download<std::uint16_t>(n), expected.residual_out, "residual_out", hidden);
-  if (quant == Quant::none) {
-    test::require_bits_equal(d_out.download<std::uint16_t>(n), expected.out, "out", hidden);
-  } else {
-    test::require_bits_equal(d_out.download<std::uint8_t>(n), expected.q, "fp8 out", hidden);
-    test::require_scales_equal(d_scales.download<float>(size_t(tokens)), expected.scales, "fp8");
-  }
-  if (quant == Quant::fp8_mirror) test::require_bits_equal(d_mirror.download<std::uint16_t>(n), expected.mirror, "mirror", hidden);
+  const EpilogueCase c{shape.first, shape.second, DType::bf16, quant, Norm::gemma, in_place};
+  const auto& kernel = ctx.kernel(ctx.spec(Module::rmsnorm_quant, c.hidden, c.dtype, c.quant, c.norm));
+  CAPTURE(pipeline, kernel.row_pipeline_bytes);
+  CHECK((kernel.row_pipeline_bytes > 0) == (pipeline && row_pipeline(kernel.spec, kernel.block).enabled()));
+  REQUIRE(c.tokens > kernel.max_blocks_per_multiprocessor * ctx.device().multiprocessors());
+  check_rmsnorm_quant(ctx, c);
 }
 
 TEST_CASE("the device FP8, f16 and bf16 conversions match the software ones", "[gpu][numerics]") {
