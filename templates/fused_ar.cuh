@@ -144,8 +144,8 @@ __device__ __forceinline__ void reduce_rows(const FusedArgs& a, ReduceScratch& s
 // is off (or the kernel is the plain all-reduce), and nothing was done.
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int W, bool EPILOGUE, int PIPELINE_BLOCKS>
 __device__ __forceinline__ bool reduce_rows_pipelined(const FusedArgs& a, ReduceScratch& scratch) {
-#if ARFUSE_HW_ASYNC_COPY
   if constexpr (EPILOGUE && PIPELINE_BLOCKS > 0) {
+    static_assert(kHasAsyncCopy || PIPELINE_BLOCKS == 0, "a row pipeline needs asynchronous copies");
     if (!row_pipeline_on()) return false;
     const RowSlots<T, H, THREADS, VPT> slots;
     const T* residual_in = static_cast<const T*>(a.residual_in);
@@ -176,7 +176,6 @@ __device__ __forceinline__ bool reduce_rows_pipelined(const FusedArgs& a, Reduce
       row = next;
     }
   }
-#endif
   return false;
 }
 

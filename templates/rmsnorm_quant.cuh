@@ -40,8 +40,8 @@ __device__ __forceinline__ void rmsnorm_quant_row(const RmsnormQuantParams<T>& a
 // false where the pipeline is not compiled in or this launch has it off, and nothing was done.
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int PIPELINE_BLOCKS>
 __device__ __forceinline__ bool rmsnorm_quant_rows_pipelined(const RmsnormQuantParams<T>& a, ReduceScratch& scratch) {
-#if ARFUSE_HW_ASYNC_COPY
   if constexpr (PIPELINE_BLOCKS > 0) {
+    static_assert(kHasAsyncCopy || PIPELINE_BLOCKS == 0, "a row pipeline needs asynchronous copies");
     if (!row_pipeline_on()) return false;
     enum { kInput, kResidual };
     const RowSlots<T, H, THREADS, VPT> slots;
@@ -64,7 +64,6 @@ __device__ __forceinline__ bool rmsnorm_quant_rows_pipelined(const RmsnormQuantP
       row = next;
     }
   }
-#endif
   return false;
 }
 

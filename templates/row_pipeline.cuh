@@ -12,7 +12,6 @@
 
 namespace arfuse {
 
-#if ARFUSE_HW_ASYNC_COPY
 __device__ __forceinline__ Vec16* row_slot_memory() {
   extern __shared__ Vec16 arfuse_row_slots[];
   return arfuse_row_slots;
@@ -25,7 +24,6 @@ __device__ __forceinline__ Vec16* row_slot_memory() {
 template <typename T, int H, int THREADS, int VPT>
 struct RowSlots {
   Vec16* mine = row_slot_memory() + threadIdx.x;
-  u32 mine_shared = shared_address(mine);
 
   // Starts the copies of this thread's vectors of `row` into the slots of SOURCE.
   template <int SOURCE>
@@ -55,7 +53,7 @@ struct RowSlots {
   __device__ __forceinline__ void fetch_vectors(const T* vectors) const {
     if constexpr (K < VPT) {
       if (owns_vector<H, THREADS>(K)) {
-        async_copy16_l2<(SOURCE * VPT + K) * THREADS * 16, K * THREADS * 16>(mine_shared, vectors);
+        async_copy16_l2<(SOURCE * VPT + K) * THREADS * 16, K * THREADS * 16>(mine, vectors);
       }
       fetch_vectors<SOURCE, K + 1>(vectors);
     }
@@ -64,6 +62,5 @@ struct RowSlots {
 
 // The block has the pipeline when the launch gave it shared memory for the slots.
 __device__ __forceinline__ bool row_pipeline_on() { return dynamic_shared_bytes() != 0; }
-#endif
 
 }  // namespace arfuse
