@@ -15,12 +15,12 @@ const char* root_template(Module module) {
                                                                            : "fused_ar.cuh";
 }
 
-std::string name_expression(const KernelSpec& s, const BlockShape& b, const RowPipeline& p) {
+std::string name_expression(const KernelSpec& s, const BlockShape& b) {
   const char* t = device_type(s.dtype);
   switch (s.module) {
     case Module::rmsnorm_quant:
-      return fmt::format("arfuse::rmsnorm_quant_kernel<{}, {}, {}, {}, {}, {}, {}>", t, s.hidden, b.threads,
-                         b.vectors_per_thread, quant_code(s.quant), norm_code(s.norm), p.blocks_per_multiprocessor);
+      return fmt::format("arfuse::rmsnorm_quant_kernel<{}, {}, {}, {}, {}, {}>", t, s.hidden,
+                         b.threads, b.vectors_per_thread, quant_code(s.quant), norm_code(s.norm));
     case Module::token_quant:
       return fmt::format("arfuse::token_quant_kernel<{}, {}, {}, {}>", t, s.hidden, b.threads,
                          b.vectors_per_thread);
@@ -29,7 +29,7 @@ std::string name_expression(const KernelSpec& s, const BlockShape& b, const RowP
       const bool epilogue = s.module == Module::fused_ar;
       return fmt::format("arfuse::fused_ar_kernel<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", t, s.hidden,
                          b.threads, b.vectors_per_thread, quant_code(s.quant), norm_code(s.norm),
-                         s.world, s.stage, epilogue ? "true" : "false", p.blocks_per_multiprocessor);
+                         s.world, s.stage, epilogue ? "true" : "false", min_resident_blocks(s, b));
     }
   }
   return {};
@@ -50,7 +50,6 @@ std::vector<std::string> options_for(const Target& target) {
   o.push_back(fmt::format("-DARFUSE_FP8_FNUZ={}", target.fp8_format() == Fp8Format::e4m3fnuz ? 1 : 0));
   o.push_back(fmt::format("-DARFUSE_HW_FP8={}", target.hardware_fp8() ? 1 : 0));
   o.push_back(fmt::format("-DARFUSE_HW_PAIRED_F16={}", target.hardware_paired_f16() ? 1 : 0));
-  o.push_back(fmt::format("-DARFUSE_HW_ASYNC_COPY={}", target.hardware_async_copy() ? 1 : 0));
   return o;
 }
 
@@ -64,8 +63,7 @@ Source render(const KernelSpec& requested) {
   const std::string root = root_template(s.spec.module);
   s.program_name = std::string(to_string(s.spec.module)) + ".cu";
   s.text = expand_includes(root, s.templates);
-  s.pipeline = row_pipeline(s.spec, s.block);
-  s.name_expression = name_expression(s.spec, s.block, s.pipeline);
+  s.name_expression = name_expression(s.spec, s.block);
   s.options = options_for(s.spec.target);
   return s;
 }

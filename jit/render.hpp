@@ -9,7 +9,7 @@
 
 #include "arfuse/jit/block_shape.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
-#include "arfuse/jit/row_pipeline.hpp"
+#include "arfuse/jit/launch_bounds.hpp"
 #include "arfuse/jit/templates.hpp"
 
 namespace arfuse::jit {
@@ -22,7 +22,6 @@ struct Source {
   std::vector<std::string> options;
   std::vector<TemplateFile> templates;  // every template the program includes, root first
   BlockShape block;
-  RowPipeline pipeline;
 };
 
 Source render(const KernelSpec& spec);

@@ -76,19 +76,6 @@ Fp8Format Target::fp8_format() const {
 
 bool Target::hardware_fp8() const { return vendor_ == Vendor::nvidia && generation_ >= 89; }
 bool Target::hardware_paired_f16() const { return vendor_ == Vendor::nvidia && generation_ >= 80; }
-bool Target::hardware_async_copy() const { return vendor_ == Vendor::nvidia && generation_ >= 80; }
-
-int Target::shared_memory_per_multiprocessor() const {
-  if (vendor_ != Vendor::nvidia) return 0;
-  // CUDA programming guide, compute capabilities table: 228 KB on sm_90 and sm_100, 164 KB on
-  // sm_80 and sm_87, 100 KB on the other sm_8x/sm_12x parts; 96 KB or less before sm_80.
-  switch (generation_) {
-    case 90: case 100: case 103: return 228 * 1024;
-    case 80: case 87: return 164 * 1024;
-    case 86: case 89: case 120: case 121: return 100 * 1024;
-    default: return generation_ >= 80 ? 100 * 1024 : 96 * 1024;
-  }
-}
 
 const char* to_string(Vendor vendor) { return vendor == Vendor::nvidia ? "nvidia" : "amd"; }
 const char* to_string(Fp8Format format) {

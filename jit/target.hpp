@@ -27,12 +27,6 @@ class Target {
   // True where the hardware rounds two f32 to a bf16x2/f16x2 pair in one instruction and has
   // NaN-propagating max (NVIDIA sm_80 and later).
   bool hardware_paired_f16() const;
-  // True where copies from global to shared memory run asynchronously (cp.async, NVIDIA sm_80
-  // and later): the kernels' row pipeline (jit/row_pipeline.hpp) needs it.
-  bool hardware_async_copy() const;
-  // Bytes of shared memory one multiprocessor offers blocks (NVIDIA; 0 for AMD targets, which
-  // have no row pipeline).
-  int shared_memory_per_multiprocessor() const;
 
   bool operator==(const Target& other) const { return name_ == other.name_; }
   bool operator!=(const Target& other) const { return !(*this == other); }

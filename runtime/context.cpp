@@ -1,16 +1,12 @@
 #include "arfuse/runtime/context.hpp"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 
 #include "arfuse/base/error.hpp"
-#include "arfuse/jit/row_pipeline.hpp"
 
 namespace arfuse {
 
-Context::Context(ContextOptions options)
-    : device_(options.device), cache_(std::move(options.cache)), row_pipeline_(options.row_pipeline) {}
+Context::Context(ContextOptions options) : device_(options.device), cache_(std::move(options.cache)) {}
 
 jit::KernelSpec Context::spec(jit::Module module, int hidden, jit::DType dtype, jit::Quant quant, jit::Norm norm,
                               int world, int stage) const {
@@ -43,7 +39,6 @@ const LaunchableKernel& Context::kernel(const jit::KernelSpec& requested) {
     auto k = std::make_shared<LaunchableKernel>(LaunchableKernel{
         code.spec, code.block, module->kernel(code.entry.lowered_name, code.block.threads), code.origin, 0});
     k->max_blocks_per_multiprocessor = k->kernel.max_active_blocks_per_multiprocessor();
-    enable_row_pipeline(*k);
     promise.set_value(k);
     return *k;
   } catch (...) {
@@ -52,19 +47,6 @@ const LaunchableKernel& Context::kernel(const jit::KernelSpec& requested) {
     kernels_.erase(key);
     throw;
   }
-}
-
-// On where the kernel was compiled with a pipeline and this device keeps at least the blocks
-// per multiprocessor it was compiled for resident with the slots' shared memory (a device
-// with less shared memory than its target's table says runs the direct path instead).
-void Context::enable_row_pipeline(LaunchableKernel& k) const {
-  const jit::RowPipeline pipeline = jit::row_pipeline(k.spec, k.block);
-  if (!row_pipeline_ || !pipeline.enabled()) return;
-  if (!k.kernel.allow_dynamic_shared(pipeline.shared_bytes, device_)) return;
-  const int blocks = k.kernel.max_active_blocks_per_multiprocessor(pipeline.shared_bytes);
-  if (blocks < pipeline.blocks_per_multiprocessor) return;
-  k.row_pipeline_bytes = pipeline.shared_bytes;
-  k.max_blocks_per_multiprocessor = std::min(k.max_blocks_per_multiprocessor, blocks);
 }
 
 }  // namespace arfuse

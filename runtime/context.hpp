@@ -19,9 +19,6 @@ namespace arfuse {
 struct ContextOptions {
   int device = 0;
   cache::CacheOptions cache;
-  // Give kernels that have a row pipeline (jit/row_pipeline.hpp) its shared memory. Off, they
-  // run their direct path: the same bits, for comparing the two (tests, arfuse-bench).
-  bool row_pipeline = true;
 };
 
 struct LaunchableKernel {
@@ -30,15 +27,6 @@ struct LaunchableKernel {
   Kernel kernel;
   cache::CodeOrigin origin = cache::CodeOrigin::compiled;
   int max_blocks_per_multiprocessor = 0;
-  // Dynamic shared memory that turns the row pipeline on; 0 where the kernel has none, the
-  // device cannot give it without losing resident blocks, or the context has it off.
-  int row_pipeline_bytes = 0;
-
-  // What a launch of `grid` blocks over `rows` rows gives each block: the pipeline only pays
-  // where a block has a next row.
-  int shared_bytes_for(int rows, unsigned grid) const {
-    return rows > int(grid) ? row_pipeline_bytes : 0;
-  }
 };
 
 class Context {
@@ -54,11 +42,8 @@ class Context {
                        jit::Norm norm = jit::Norm::rms, int world = 1, int stage = 1) const;
 
  private:
-  void enable_row_pipeline(LaunchableKernel& kernel) const;
-
   Device device_;
   cache::KernelCache cache_;
-  bool row_pipeline_;
   std::mutex mutex_;
   std::map<std::string, std::shared_future<std::shared_ptr<const LaunchableKernel>>> kernels_;
 };

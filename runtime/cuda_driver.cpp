@@ -37,7 +37,6 @@ Driver bind_driver(const DynamicLibrary& lib) {
   lib.bind(d.cuModuleUnload, "cuModuleUnload");
   lib.bind(d.cuModuleGetFunction, "cuModuleGetFunction");
   lib.bind(d.cuFuncGetAttribute, "cuFuncGetAttribute");
-  lib.bind(d.cuFuncSetAttribute, "cuFuncSetAttribute");
   lib.bind(d.cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
   lib.bind(d.cuLaunchKernel, "cuLaunchKernel");
   lib.bind(d.cuStreamCreate, "cuStreamCreate");

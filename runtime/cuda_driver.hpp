@@ -24,10 +24,6 @@ constexpr int kAttrComputeCapabilityMinor = 76;
 constexpr int kFuncAttrNumRegs = 4;
 constexpr int kFuncAttrSharedSizeBytes = 1;
 constexpr int kFuncAttrLocalSizeBytes = 3;
-constexpr int kFuncAttrMaxDynamicSharedSizeBytes = 8;
-constexpr int kFuncAttrPreferredSharedMemoryCarveout = 9;
-constexpr int kSharedCarveoutMaxShared = 100;
-constexpr int kAttrMaxSharedMemoryPerBlockOptin = 97;
 constexpr int kStreamNonBlocking = 1;
 constexpr int kCaptureModeThreadLocal = 1;
 constexpr int kErrorNotReady = 600;
@@ -64,7 +60,6 @@ struct Driver {
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
   CUresult (*cuFuncGetAttribute)(int*, int, CUfunction);
-  CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
   CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int*, CUfunction, int, size_t);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**);

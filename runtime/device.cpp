@@ -33,7 +33,6 @@ Device::Device(int ordinal) : ordinal_(ordinal) {
   check(d.cuDeviceGetAttribute(&major, cuda::kAttrComputeCapabilityMajor, handle_), "cuDeviceGetAttribute");
   check(d.cuDeviceGetAttribute(&minor, cuda::kAttrComputeCapabilityMinor, handle_), "cuDeviceGetAttribute");
   check(d.cuDeviceGetAttribute(&multiprocessors_, cuda::kAttrMultiprocessorCount, handle_), "cuDeviceGetAttribute");
-  check(d.cuDeviceGetAttribute(&max_shared_per_block_, cuda::kAttrMaxSharedMemoryPerBlockOptin, handle_), "cuDeviceGetAttribute");
   target_ = jit::Target::parse(fmt::format("sm_{}{}", major, minor));
   char bus[64] = {};
   check(d.cuDeviceGetPCIBusId(bus, sizeof(bus), handle_), "cuDeviceGetPCIBusId");
@@ -168,29 +167,18 @@ void Graph::launch(const Stream& stream) const { check(driver().cuGraphLaunch(ex
 Kernel::Kernel(std::shared_ptr<const LoadedModule> module, cuda::CUfunction function, int block_threads)
     : module_(std::move(module)), function_(function), block_threads_(block_threads) {}
 
-void Kernel::launch(unsigned grid, const Stream& stream, void** args, int shared_bytes) const {
+void Kernel::launch(unsigned grid, const Stream& stream, void** args) const {
   if (grid == 0) return;
-  check(driver().cuLaunchKernel(function_, grid, 1, 1, unsigned(block_threads_), 1, 1, unsigned(shared_bytes),
+  check(driver().cuLaunchKernel(function_, grid, 1, 1, unsigned(block_threads_), 1, 1, 0,
                                 stream.handle(), args, nullptr),
         "cuLaunchKernel");
 }
 
-int Kernel::max_active_blocks_per_multiprocessor(int shared_bytes) const {
+int Kernel::max_active_blocks_per_multiprocessor() const {
   int blocks = 0;
-  check(driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, function_, block_threads_, std::size_t(shared_bytes)),
+  check(driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, function_, block_threads_, 0),
         "cuOccupancyMaxActiveBlocksPerMultiprocessor");
   return blocks;
-}
-
-bool Kernel::allow_dynamic_shared(int bytes, const Device& device) const {
-  int static_bytes = 0;
-  const auto& d = driver();
-  check(d.cuFuncGetAttribute(&static_bytes, cuda::kFuncAttrSharedSizeBytes, function_), "cuFuncGetAttribute");
-  if (bytes <= 0 || static_bytes + bytes > device.max_shared_bytes_per_block()) return false;
-  check(d.cuFuncSetAttribute(function_, cuda::kFuncAttrMaxDynamicSharedSizeBytes, bytes), "cuFuncSetAttribute");
-  check(d.cuFuncSetAttribute(function_, cuda::kFuncAttrPreferredSharedMemoryCarveout, cuda::kSharedCarveoutMaxShared),
-        "cuFuncSetAttribute");
-  return true;
 }
 
 KernelResources Kernel::resources() const {

@@ -25,8 +25,6 @@ class Device {
   const std::string& name() const { return name_; }
   const jit::Target& target() const { return target_; }
   int multiprocessors() const { return multiprocessors_; }
-  // The most shared memory one block may be given (opt-in, above the default 48 KB).
-  int max_shared_bytes_per_block() const { return max_shared_per_block_; }
   // "0000:19:00.0": names the physical GPU across processes, whatever CUDA_VISIBLE_DEVICES says.
   const std::string& pci_bus_id() const { return pci_bus_id_; }
   // Makes this device's primary context current on the calling thread.
@@ -43,7 +41,6 @@ class Device {
   std::string name_;
   jit::Target target_ = jit::Target::parse("sm_90");
   int multiprocessors_ = 0;
-  int max_shared_per_block_ = 0;
   std::string pci_bus_id_;
 };
 
@@ -133,14 +130,10 @@ class LoadedModule;
 class Kernel {
  public:
   Kernel(std::shared_ptr<const LoadedModule> module, cuda::CUfunction function, int block_threads);
-  // `args` are pointers to each kernel parameter, in order; `shared_bytes` of dynamic shared
-  // memory per block, at most what allow_dynamic_shared() allowed.
-  void launch(unsigned grid, const Stream& stream, void** args, int shared_bytes = 0) const;
+  // `args` are pointers to each kernel parameter, in order.
+  void launch(unsigned grid, const Stream& stream, void** args) const;
   int block_threads() const { return block_threads_; }
-  int max_active_blocks_per_multiprocessor(int shared_bytes = 0) const;
-  // Lets launches give each block up to `bytes` of dynamic shared memory, preferring shared
-  // memory over L1 in the carveout; false (nothing changed) where the device cannot.
-  bool allow_dynamic_shared(int bytes, const Device& device) const;
+  int max_active_blocks_per_multiprocessor() const;
   KernelResources resources() const;
 
  private:

@@ -30,8 +30,7 @@ void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream
   void* mirror = a.mirror;
   int tokens = a.tokens;
   void* params[] = {&in, &res_in, &res_out, &weight, &eps, &out, &scales, &mirror, &tokens};
-  const unsigned grid = row_grid(k, ctx.device(), a.tokens);
-  k.kernel.launch(grid, stream, params, k.shared_bytes_for(a.tokens, grid));
+  k.kernel.launch(row_grid(k, ctx.device(), a.tokens), stream, params);
 }
 
 void token_quant(Context& ctx, const TokenQuantArgs& a, const Stream& stream) {

@@ -114,7 +114,6 @@ void Group::build_in_process() {
       ContextOptions co;
       co.device = ordinal;
       co.cache = options_.cache;
-      co.row_pipeline = options_.row_pipeline;
       contexts_.push_back(std::make_unique<Context>(co));
       by_device[ordinal] = contexts_.back().get();
     }
@@ -164,7 +163,6 @@ void Group::build_with_bootstrap() {
     ContextOptions co;
     co.device = options_.devices[0];
     co.cache = options_.cache;
-    co.row_pipeline = options_.row_pipeline;
     contexts_.push_back(std::make_unique<Context>(co));
   } catch (const Error& e) {
     opened = e.what(), open_error = std::current_exception();
@@ -388,8 +386,7 @@ void Rank::launch(const jit::KernelSpec& spec, FusedArgs a, const void* input, c
   a.input = input == staging_.get() ? nullptr : input;  // the kernel copies it in
   context_->device().make_current();
   void* params[] = {&a};
-  const unsigned grid = group_->grid_for(k, rows);
-  k.kernel.launch(grid, stream, params, k.shared_bytes_for(rows, grid));
+  k.kernel.launch(group_->grid_for(k, rows), stream, params);
 }
 
 void* Rank::nccl_scratch(std::size_t bytes, const Stream& stream) {

@@ -62,7 +62,6 @@ struct GroupOptions {
   std::chrono::milliseconds timeout{5000};
   Transport transport = Transport::automatic;
   cache::CacheOptions cache;
-  bool row_pipeline = true;  // ContextOptions::row_pipeline for the group's contexts
   std::optional<TuningTable> tuning;  // default: TuningTable::from_environment()
 };
 

@@ -14,7 +14,6 @@
 #pragma once
 
 #include "epilogue.cuh"
-#include "row_pipeline.cuh"
 #include "signal.cuh"
 
 namespace arfuse {
@@ -127,7 +126,7 @@ __device__ __forceinline__ void stage_own_rows(const FusedArgs& a) {
   }
 }
 
-// Stage 1 rows, the direct path: each row's loads are issued when its turn comes.
+// Stage 1: every row of this block, folded from all staging buffers, then its epilogue.
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int W, bool EPILOGUE>
 __device__ __forceinline__ void reduce_rows(const FusedArgs& a, ReduceScratch& scratch) {
   for (int row = blockIdx.x; row < a.tokens; row += gridDim.x) {
@@ -139,50 +138,10 @@ __device__ __forceinline__ void reduce_rows(const FusedArgs& a, ReduceScratch& s
   }
 }
 
-// Stage 1 rows of the fused kernel with the next row in flight (row_pipeline.cuh): slots 0 to
-// W - 1 hold every rank's staging row, slot W the residual_in row. False where the pipeline
-// is off (or the kernel is the plain all-reduce), and nothing was done.
-template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int W, bool EPILOGUE, int PIPELINE_BLOCKS>
-__device__ __forceinline__ bool reduce_rows_pipelined(const FusedArgs& a, ReduceScratch& scratch) {
-  if constexpr (EPILOGUE && PIPELINE_BLOCKS > 0) {
-    static_assert(kHasAsyncCopy || PIPELINE_BLOCKS == 0, "a row pipeline needs asynchronous copies");
-    if (!row_pipeline_on()) return false;
-    const RowSlots<T, H, THREADS, VPT> slots;
-    const T* residual_in = static_cast<const T*>(a.residual_in);
-    int row = blockIdx.x;
-    if (row >= a.tokens) return true;
-    Vec16 residual[VPT], x[VPT];
-    load_vectors<T, H, THREADS, VPT>(residual_in + (long long)row * H, residual);
-    fold_row<T, H, THREADS, VPT, W>(a.peers, (long long)row * H, x);
-    for (;;) {
-      const int next = row + gridDim.x;
-      if (next < a.tokens) {
-        const long long offset = (long long)next * H;
-        slots.template fetch_each<0, W>(a.peers.staging, offset);
-        slots.template fetch<W>(residual_in + offset);
-      }
-      finish_row<T, H, THREADS, VPT, QUANT, NORM, true>(a, row, x, residual, scratch);
-      if (next >= a.tokens) return true;
-      async_copy_wait_all();
-      slots.read(W, residual);
-#pragma unroll
-      for (int k = 0; k < VPT; ++k) {
-        if (!owns_vector<H, THREADS>(k)) continue;
-        Vec16 v[W];
-#pragma unroll
-        for (int r = 0; r < W; ++r) v[r] = slots.at(r, k);
-        x[k] = fold_vector<T, W>(v);
-      }
-      row = next;
-    }
-  }
-  return false;
-}
-
-// PIPELINE_BLOCKS: 0, or the blocks per multiprocessor the row pipeline of stage 1 is compiled
-// for (jit/row_pipeline.hpp).
-template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int W, int STAGE, bool EPILOGUE, int PIPELINE_BLOCKS>
-__global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, PIPELINE_BLOCKS) fused_ar_kernel(FusedArgs a) {
+// MIN_BLOCKS: 0, or the resident blocks per multiprocessor the kernel is compiled for, which
+// caps its registers (jit/launch_bounds.hpp).
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int W, int STAGE, bool EPILOGUE, int MIN_BLOCKS>
+__global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedArgs a) {
   static_assert(W >= 2 && W <= kMaxWorld, "world size");
   static_assert(STAGE == 1 || STAGE == 2, "stage");
   __shared__ ReduceScratch scratch;
@@ -195,9 +154,7 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, PIPELINE_BLOCKS) fused_ar_kernel(F
 
   if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierEntry, failed)) {
     if (STAGE == 1) {
-      if (!reduce_rows_pipelined<T, H, THREADS, VPT, QUANT, NORM, W, EPILOGUE, PIPELINE_BLOCKS>(a, scratch)) {
-        reduce_rows<T, H, THREADS, VPT, QUANT, NORM, W, EPILOGUE>(a, scratch);
-      }
+      reduce_rows<T, H, THREADS, VPT, QUANT, NORM, W, EPILOGUE>(a, scratch);
     } else {
       const int share = (a.tokens + W - 1) / W;
       const int first = a.rank * share, last = min(a.tokens, first + share);

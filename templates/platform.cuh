@@ -9,8 +9,6 @@
 //   ARFUSE_HW_FP8         1 where the hardware converts f32 -> e4m3 (NVIDIA sm_89+)
 //   ARFUSE_HW_PAIRED_F16  1 where the hardware rounds two f32 to bf16x2/f16x2 in one
 //                         instruction and has a NaN-keeping max (NVIDIA sm_80+)
-//   ARFUSE_HW_ASYNC_COPY  1 where global -> shared copies run asynchronously (cp.async,
-//                         NVIDIA sm_80+)
 // No toolkit header is included, so a compile is fast and the same on every machine.
 #pragma once
 
@@ -119,49 +117,6 @@ __device__ __forceinline__ Vec16 load_shared_l2(const void* address) {
 __device__ __forceinline__ Vec16 load16(const void* address) { return *static_cast<const Vec16*>(address); }
 __device__ __forceinline__ void store16(void* address, const Vec16& v) { *static_cast<Vec16*>(address) = v; }
 __device__ __forceinline__ void store8(void* address, const Vec8& v) { *static_cast<Vec8*>(address) = v; }
-
-// ---- asynchronous copies into shared memory ----------------------------------------------
-
-// Where this is false (AMD, NVIDIA before sm_80) the JIT compiles no row pipeline
-// (jit/row_pipeline.hpp); the functions below still exist there, synchronous, so that the
-// kernels need no #if of their own.
-inline constexpr bool kHasAsyncCopy = ARFUSE_HW_ASYNC_COPY;
-
-// The dynamic shared memory this launch was given, in bytes.
-__device__ __forceinline__ u32 dynamic_shared_bytes() {
-#if ARFUSE_HW_ASYNC_COPY
-  u32 bytes;
-  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
-  return bytes;
-#else
-  return 0;
-#endif
-}
-
-// Starts a 16-byte copy from global + GLOBAL_OFFSET bytes (through L2, never a stale L1 line:
-// the source may be a peer's staging buffer) to shared + SHARED_OFFSET; it lands by
-// async_copy_wait_all(). The offsets are immediates, so a row's copies share two base
-// registers instead of holding an address each. `shared` is a pointer into shared memory.
-template <int SHARED_OFFSET, int GLOBAL_OFFSET>
-__device__ __forceinline__ void async_copy16_l2(Vec16* shared, const void* global) {
-#if ARFUSE_HW_ASYNC_COPY
-  u32 address;  // the shared-window address (the same for every call with this pointer)
-  asm("{\n\t.reg .u64 t;\n\tcvta.to.shared.u64 t, %1;\n\tcvt.u32.u64 %0, t;\n\t}" : "=r"(address) : "l"(shared));
-  asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%3], 16;"
-               ::"r"(address), "l"(global), "n"(SHARED_OFFSET), "n"(GLOBAL_OFFSET)
-               : "memory");
-#else
-  shared[SHARED_OFFSET / 16] = load_shared_l2(static_cast<const u8*>(global) + GLOBAL_OFFSET);
-#endif
-}
-
-// Waits for every copy this thread started; their bytes are then visible to this thread
-// (other threads would need a barrier as well).
-__device__ __forceinline__ void async_copy_wait_all() {
-#if ARFUSE_HW_ASYNC_COPY
-  asm volatile("cp.async.wait_all;" ::: "memory");
-#endif
-}
 
 // ---- f16 / bf16 -------------------------------------------------------------------------
 

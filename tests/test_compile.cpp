@@ -12,60 +12,44 @@ using Catch::Contains;
 
 TEST_CASE("render: self-contained program, name expression, options", "[cpu][jit]") {
   const Source src = render(KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8/gemma/sm_90"));
-  CHECK(src.name_expression == "arfuse::rmsnorm_quant_kernel<arfuse::bf16_t, 6144, 384, 2, 1, 1, 2>");
+  CHECK(src.name_expression == "arfuse::rmsnorm_quant_kernel<arfuse::bf16_t, 6144, 384, 2, 1, 1>");
   CHECK(src.text.find("#include") == std::string::npos);
-  REQUIRE(src.templates.size() == 6);
+  REQUIRE(src.templates.size() == 5);
   CHECK(src.templates[0].name == "rmsnorm_quant.cuh");
   CHECK(src.templates[1].name == "epilogue.cuh");
   CHECK(src.templates[2].name == "fp8_divide.cuh");
   CHECK(src.templates[3].name == "host_device.cuh");
   CHECK(src.templates[4].name == "platform.cuh");
-  CHECK(src.templates[5].name == "row_pipeline.cuh");
   CHECK(src.options[0] == "--gpu-architecture=sm_90");
   CHECK(std::find(src.options.begin(), src.options.end(), "--fmad=false") != src.options.end());
   CHECK(std::find(src.options.begin(), src.options.end(), "-DARFUSE_HW_PAIRED_F16=1") != src.options.end());
-  CHECK(std::find(src.options.begin(), src.options.end(), "-DARFUSE_HW_ASYNC_COPY=1") != src.options.end());
   const Source amd = render(KernelSpec::parse("fused_ar/h2880/f16/fp8/rms/w4/s2/gfx942"));
   CHECK(amd.options[0] == "--offload-arch=gfx942");
   CHECK(std::find(amd.options.begin(), amd.options.end(), "-DARFUSE_WARP_SIZE=64") != amd.options.end());
   CHECK(std::find(amd.options.begin(), amd.options.end(), "-DARFUSE_FP8_FNUZ=1") != amd.options.end());
   CHECK(std::find(amd.options.begin(), amd.options.end(), "-DARFUSE_HW_PAIRED_F16=0") != amd.options.end());
-  CHECK(std::find(amd.options.begin(), amd.options.end(), "-DARFUSE_HW_ASYNC_COPY=0") != amd.options.end());
-  CHECK(amd.templates.size() == 7);
+  CHECK(amd.templates.size() == 6);
 }
 
-TEST_CASE("row pipeline: where it is compiled in, for how many blocks, with how much shared memory", "[cpu][jit]") {
-  auto pipeline_of = [](const char* spec) {
-    const KernelSpec s = KernelSpec::parse(spec);
+TEST_CASE("launch bounds: a minimum of resident blocks only where it was measured to pay", "[cpu][jit]") {
+  auto min_blocks = [](const char* text) {
+    const KernelSpec s = KernelSpec::parse(text);
     const Source src = render(s);
-    const RowPipeline p = row_pipeline(s, src.block);
-    // The instantiation carries it, so a change of rule is a change of cache key.
-    CHECK_THAT(src.name_expression, Catch::EndsWith(", " + std::to_string(p.blocks_per_multiprocessor) + ">"));
-    return p;
+    const int blocks = min_resident_blocks(s, src.block);
+    if (s.module == Module::fused_ar || s.module == Module::allreduce) {
+      // The instantiation carries it, so a change of rule is a change of cache key.
+      CHECK_THAT(src.name_expression, Catch::EndsWith(", " + std::to_string(blocks) + ">"));
+    }
+    return blocks;
   };
-  // [source][vector][thread] slots of 16 bytes: 2 sources for rmsnorm_quant, W + 1 for fused.
-  RowPipeline p = pipeline_of("rmsnorm_quant/h8192/bf16/fp8/rms/sm_90");
-  CHECK(p.blocks_per_multiprocessor == 2);
-  CHECK(p.shared_bytes == 2 * 2 * 512 * 16);
-  p = pipeline_of("fused_ar/h8192/bf16/fp8/rms/w4/s1/sm_90");
-  CHECK(p.blocks_per_multiprocessor == 2);
-  CHECK(p.shared_bytes == 5 * 2 * 512 * 16);
-  p = pipeline_of("fused_ar/h6144/bf16/fp8/rms/w4/s1/sm_90");
-  CHECK(p.blocks_per_multiprocessor == 2);
-  CHECK(p.shared_bytes == 5 * 2 * 384 * 16);
-  p = pipeline_of("rmsnorm_quant/h8192/f16/none/gemma/sm_86");  // 100 KB per SM: 2 x 33.5 KB fit
-  CHECK(p.blocks_per_multiprocessor == 2);
-  // Off: two blocks of W = 8 at h8192 need 290 KB; stage 2, the plain all-reduce and
-  // token_quant have no pipeline; one or three vectors per thread; before sm_80; AMD; 2 x 83 KB on sm_86.
-  for (const char* off : {"fused_ar/h8192/bf16/fp8/rms/w8/s1/sm_90", "fused_ar/h8192/bf16/fp8/rms/w4/s2/sm_90",
-                          "allreduce/h8192/bf16/w4/s1/sm_90", "token_quant/h8192/bf16/sm_90", "rmsnorm_quant/h4096/bf16/fp8/rms/sm_90", "rmsnorm_quant/h12288/bf16/fp8/rms/sm_90",
-                          "rmsnorm_quant/h8192/bf16/fp8/rms/sm_75", "rmsnorm_quant/h8192/bf16/fp8/rms/gfx942",
-                          "fused_ar/h8192/bf16/fp8/rms/w4/s1/sm_86"}) {
-    CAPTURE(off);
-    const KernelSpec s = KernelSpec::parse(off);
-    p = row_pipeline(s, render(s).block);
-    CHECK_FALSE(p.enabled());
-    CHECK(p.shared_bytes == 0);
+  CHECK(min_blocks("fused_ar/h8192/bf16/fp8/rms/w4/s1/sm_90") == 2);
+  CHECK(min_blocks("fused_ar/h7688/f16/none/gemma/w8/s1/sm_80") == 2);
+  for (const char* none : {"fused_ar/h8192/bf16/fp8/rms/w4/s2/sm_90", "fused_ar/h6144/bf16/fp8/rms/w4/s1/sm_90",
+                           "fused_ar/h7680/bf16/fp8/rms/w4/s1/sm_90", "fused_ar/h16384/bf16/fp8/rms/w2/s1/sm_90",
+                           "fused_ar/h8192/bf16/fp8/rms/w4/s1/gfx942", "allreduce/h8192/bf16/w4/s1/sm_90",
+                           "rmsnorm_quant/h8192/bf16/fp8/rms/sm_90"}) {
+    CAPTURE(none);
+    CHECK(min_blocks(none) == 0);
   }
 }
 

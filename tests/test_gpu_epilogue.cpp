@@ -22,14 +22,6 @@ Context& gpu_context() {
   return ctx;
 }
 
-Context& direct_context() {  // kernels with a row pipeline run their direct path
-  static Context ctx([] {
-    ContextOptions o;
-    o.row_pipeline = false;
-    return o;
-  }());
-  return ctx;
-}
 
 // Rows with the values that break careless kernels: zeros, NaN, Inf, huge, subnormal.
 void add_special_rows(Bits16& input, int tokens, int hidden, DType dtype) {
@@ -122,19 +114,16 @@ TEST_CASE("rmsnorm_quant matches the reference bit for bit", "[gpu][epilogue]") 
   check_rmsnorm_quant(gpu_context(), EpilogueCase{shape.first, shape.second, dtype, quant, norm, false});
 }
 
-// More rows than blocks, so every block has a next row: the pipeline's copies, waits and slot
-// reuse all run, and the direct path of the same pipelined kernel (the context's pipeline off).
-TEST_CASE("rmsnorm_quant: row pipeline and direct path, more rows than blocks, in place", "[gpu][epilogue]") {
-  const bool pipeline = GENERATE(true, false);
+// More rows than resident blocks, so blocks stride over rows; in place too (residual_out over
+// residual_in), as engines call it, where a row's loads must all be issued before its stores.
+TEST_CASE("rmsnorm_quant: more rows than blocks, and in place", "[gpu][epilogue]") {
   const bool in_place = GENERATE(false, true);
   const Quant quant = GENERATE(Quant::fp8, Quant::fp8_mirror, Quant::none);
   const auto shape = GENERATE(std::pair<int, int>{600, 8192}, std::pair<int, int>{2517, 6144}, std::pair<int, int>{1001, 5120},
                               std::pair<int, int>{777, 7176});
-  Context& ctx = pipeline ? gpu_context() : direct_context();
+  Context& ctx = gpu_context();
   const EpilogueCase c{shape.first, shape.second, DType::bf16, quant, Norm::gemma, in_place};
   const auto& kernel = ctx.kernel(ctx.spec(Module::rmsnorm_quant, c.hidden, c.dtype, c.quant, c.norm));
-  CAPTURE(pipeline, kernel.row_pipeline_bytes);
-  CHECK((kernel.row_pipeline_bytes > 0) == (pipeline && row_pipeline(kernel.spec, kernel.block).enabled()));
   REQUIRE(c.tokens > kernel.max_blocks_per_multiprocessor * ctx.device().multiprocessors());
   check_rmsnorm_quant(ctx, c);
 }

@@ -25,11 +25,10 @@ struct RankBuffers {
 
 // One group of W virtual ranks on device 0, with per-rank buffers at full capacity.
 struct VirtualGroup {
-  explicit VirtualGroup(int world, std::chrono::milliseconds timeout = std::chrono::milliseconds(5000), bool row_pipeline = true) {
+  explicit VirtualGroup(int world, std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
     GroupOptions o;
     o.devices.assign(size_t(world), 0);
     o.max_tokens = kMaxTokens, o.max_hidden = kMaxHidden, o.timeout = timeout;
-    o.row_pipeline = row_pipeline;
     group = std::make_unique<Group>(o);
     const Device& dev = group->rank(0).device();
     const size_t n = size_t(kMaxTokens) * kMaxHidden;
@@ -61,10 +60,10 @@ struct VirtualGroup {
   std::vector<RankBuffers> ranks;
 };
 
-VirtualGroup& group_of(int world, bool row_pipeline = true) {
-  static std::map<std::pair<int, bool>, std::unique_ptr<VirtualGroup>> groups;
-  auto& g = groups[{world, row_pipeline}];
-  if (!g) g = std::make_unique<VirtualGroup>(world, std::chrono::milliseconds(5000), row_pipeline);
+VirtualGroup& group_of(int world) {
+  static std::map<int, std::unique_ptr<VirtualGroup>> groups;
+  auto& g = groups[world];
+  if (!g) g = std::make_unique<VirtualGroup>(world);
   return *g;
 }
 
@@ -111,8 +110,8 @@ void run_eager(VirtualGroup& g, const Case& c) {
   g.sync();
 }
 
-void check_case(int world, const Case& c, bool with_graph, bool row_pipeline = true) {
-  VirtualGroup& g = group_of(world, row_pipeline);
+void check_case(int world, const Case& c, bool with_graph) {
+  VirtualGroup& g = group_of(world);
   auto rng = test::fresh_rng();
   CAPTURE(world, c.tokens, c.hidden, to_string(c.dtype), to_string(c.quant), to_string(c.norm));
   const auto expected = prepare(g, c, rng);
@@ -159,23 +158,6 @@ TEST_CASE("fused all-reduce: every shape, eager and graph", "[gpu][fused]") {
   const Quant quant = GENERATE(Quant::fp8_mirror, Quant::none);
   const DType dtype = quant == Quant::none ? DType::f16 : DType::bf16;
   check_case(world, Case{shape.first, shape.second, dtype, quant, Norm::gemma}, true);
-}
-
-// More rows than blocks in one stage, where the fused kernel has a row pipeline: its copies
-// of every rank's staging row and residual row, and the direct path of the same kernel with
-// the group's pipeline off, both bit-exact (stage 2, run by check_case too, has none).
-TEST_CASE("fused all-reduce: row pipeline and direct path, more rows than blocks", "[gpu][fused]") {
-  const bool pipeline = GENERATE(true, false);
-  const int world = GENERATE(2, 4);
-  const auto shape = GENERATE(std::pair<int, int>{2048, 8192}, std::pair<int, int>{1001, 5120}, std::pair<int, int>{777, 7176});
-  const Quant quant = GENERATE(Quant::fp8, Quant::fp8_mirror, Quant::none);
-  const Case c{shape.first, shape.second, DType::bf16, quant, Norm::rms};
-  VirtualGroup& g = group_of(world, pipeline);
-  Context& ctx = g.group->rank(0).context();
-  const auto& kernel = ctx.kernel(ctx.spec(Module::fused_ar, c.hidden, c.dtype, c.quant, c.norm, world, 1));
-  CAPTURE(pipeline, world, c.tokens, c.hidden, to_string(quant), kernel.row_pipeline_bytes);
-  CHECK((kernel.row_pipeline_bytes > 0) == (pipeline && row_pipeline(kernel.spec, kernel.block).enabled()));
-  check_case(world, c, quant == Quant::fp8, pipeline);
 }
 
 TEST_CASE("fused fp8 output equals token_quant of the fused mirror", "[gpu][fused][sanitize]") {

@@ -47,9 +47,6 @@ options:
   --json FILE     write the rows as JSON
   --svg FILE      write a chart: latency against tokens for each line, and the floor
   --peers FILE    add rows measured elsewhere (tools/torch_bench.py --json FILE) to the table
-  --no-row-pipeline
-                  run the kernels' direct path, without the shared-memory row pipeline
-                  (jit/row_pipeline.hpp): the same bits, to compare the two
   --tune FILE     (fused) sweep the one-/two-stage crossover for --world LIST (default 2,4,8),
                   --hidden N (6144), --tokens LIST; write the tuning JSON the Group loads
   --help          this text
@@ -57,8 +54,6 @@ options:
 Each call is timed inside a CUDA graph of 16 calls; the median and the min-max over runs are
 reported; inputs rotate through buffers larger than L2. Bytes: each input read once, each
 output written once, summed over ranks; floor = bytes / copy ceiling (measured in the run).
-Resources per kernel: registers (r), local bytes (spills, L), static shared (S), row
-pipeline dynamic shared (D, absent when off) and resident blocks per SM.
 Exit status 1 when any arfuse row is not bit-exact against the CPU reference.
 )";
 
@@ -191,7 +186,7 @@ void emit(Report report, const CommandLine& cl) {
 }
 
 int bench_main(int argc, char** argv) {
-  CommandLine cl(argc, argv, {"no-row-pipeline"}, {"shapes", "quant", "world", "stage", "runs", "replays", "json", "svg", "peers", "tune", "hidden", "tokens"});
+  CommandLine cl(argc, argv, {}, {"shapes", "quant", "world", "stage", "runs", "replays", "json", "svg", "peers", "tune", "hidden", "tokens"});
   if (cl.positional().empty() || cl.positional().size() > 2) {
     throw UsageError("expected one mode: epilogue, fused, allreduce, compile or report FILE");
   }
@@ -222,9 +217,7 @@ int bench_main(int argc, char** argv) {
     bench_tune(cl);
     return 0;
   }
-  ContextOptions co;
-  co.row_pipeline = !cl.has("no-row-pipeline");
-  Context ctx(co);
+  Context ctx;
   std::printf("device: %s (%s, %d SMs)\n", ctx.device().name().c_str(), ctx.device().target().name().c_str(), ctx.device().multiprocessors());
   Report report;
   report.mode = mode, report.device = ctx.device().name();

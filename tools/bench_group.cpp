@@ -21,13 +21,12 @@ using jit::DType;
 using jit::Quant;
 using reference::Bits16;
 
-std::unique_ptr<Group> make_group(int world, const std::vector<Shape>& shapes, const CommandLine& cl) {
+std::unique_ptr<Group> make_group(int world, const std::vector<Shape>& shapes) {
   int max_tokens = 0, max_hidden = 0;
   for (const auto& s : shapes) max_tokens = std::max(max_tokens, s.tokens), max_hidden = std::max(max_hidden, s.hidden);
   GroupOptions o;
   o.devices.assign(size_t(world), 0);
   o.max_tokens = max_tokens, o.max_hidden = max_hidden;
-  o.row_pipeline = !cl.has("no-row-pipeline");
   return std::make_unique<Group>(o);
 }
 
@@ -140,7 +139,7 @@ std::string fused_resources(Group& g, const Shape& s, Quant q, int stage) {
 std::vector<Row> bench_fused(const CommandLine& cl) {
   const int world = int(cl.integer("world", 4, 2, 8));
   const auto shapes = parse_shapes(cl.value("shapes", kDefaultShapes));
-  auto group = make_group(world, shapes, cl);
+  auto group = make_group(world, shapes);
   if (cl.has("stage")) group->force_stage(int(cl.integer("stage", 1, 1, 2)));
   std::vector<Row> rows;
   std::mt19937 rng(777);
@@ -169,7 +168,7 @@ std::vector<Row> bench_fused(const CommandLine& cl) {
 std::vector<Row> bench_allreduce(const CommandLine& cl) {
   const int world = int(cl.integer("world", 4, 2, 8));
   const auto shapes = parse_shapes(cl.value("shapes", kDefaultShapes));
-  auto group = make_group(world, shapes, cl);
+  auto group = make_group(world, shapes);
   std::vector<Row> rows;
   std::mt19937 rng(778);
   for (const Shape& s : shapes) {
@@ -212,7 +211,7 @@ void bench_tune(const CommandLine& cl) {
   std::string target_key, device_name;
   std::printf("| W | tokens | MB message | stage 1 µs | stage 2 µs | winner |\n|---:|---:|---:|---:|---:|---|\n");
   for (int world : worlds) {
-    auto group = make_group(world, shapes, cl);
+    auto group = make_group(world, shapes);
     device_name = group->rank(0).device().name();
     target_key = group->rank(0).device().target().name() + (group->has_virtual_ranks() ? ":virtual" : "");
     std::mt19937 rng(779);

@@ -62,9 +62,7 @@ int rotation(std::size_t bytes_per_call) {
 
 std::string describe_resources(const LaunchableKernel& k) {
   const KernelResources r = k.kernel.resources();
-  const std::string pipeline = k.row_pipeline_bytes > 0 ? fmt::format(" {}D", k.row_pipeline_bytes) : "";
-  return fmt::format("{}r {}L {}S{} {}b/SM", r.registers, r.local_bytes, r.static_shared_bytes, pipeline,
-                     k.max_blocks_per_multiprocessor);
+  return fmt::format("{}r {}L {}S {}b/SM", r.registers, r.local_bytes, r.static_shared_bytes, k.max_blocks_per_multiprocessor);
 }
 
 reference::Bits16 random_bits(std::mt19937& rng, std::size_t n, float scale) {

@@ -1,0 +1,17 @@
+#include "arfuse/jit/launch_bounds.hpp"
+
+namespace arfuse::jit {
+
+int min_resident_blocks(const KernelSpec& spec, const BlockShape& block) {
+  // Left to itself, ptxas gives this kernel 60 registers (2 blocks of 512 already); told 2
+  // blocks, it uses the 64 that 2 blocks allow and schedules differently: fused W = 4
+  // [2048, 8192] FP8 201.7 -> 158.4 µs (same occupancy, so the schedule is the cause; which
+  // part of it is not pinned down, ncu cannot profile the virtual-rank kernels). Not wider:
+  // at 384 threads a minimum of 2 let it take 72 registers and lose the third block
+  // (+20 % at [2517, 6144]), and rmsnorm_quant at h8192 did not change.
+  const bool fused_one_stage = spec.module == Module::fused_ar && spec.stage == 1;
+  const bool full_block_of_two = block.threads == kMaxThreadsPerBlock && block.vectors_per_thread == 2;
+  return spec.target.vendor() == Vendor::nvidia && fused_one_stage && full_block_of_two ? 2 : 0;
+}
+
+}  // namespace arfuse::jit
