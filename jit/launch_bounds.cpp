@@ -5,7 +5,7 @@ namespace arfuse::jit {
 int min_resident_blocks(const KernelSpec& spec, const BlockShape& block) {
   // Left to itself, ptxas gives this kernel 60 registers (2 blocks of 512 already); told 2
   // blocks, it uses the 64 that 2 blocks allow and schedules differently: fused W = 4
-  // [2048, 8192] FP8 201.7 -> 158.4 µs (same occupancy, so the schedule is the cause; which
+  // [2048, 8192] FP8 201.7 -> 156.8 µs (same occupancy, so the schedule is the cause; which
   // part of it is not pinned down, ncu cannot profile the virtual-rank kernels). Not wider:
   // at 384 threads a minimum of 2 let it take 72 registers and lose the third block
   // (+20 % at [2517, 6144]), and rmsnorm_quant at h8192 did not change.
