@@ -8,8 +8,9 @@ int min_resident_blocks(const KernelSpec& spec, const BlockShape& block) {
   // [2048, 8192] FP8 201.7 -> 156.8 µs (same occupancy, so the schedule is the cause; which
   // part of it is not pinned down, ncu cannot profile the virtual-rank kernels). Not wider:
   // at 384 threads a minimum of 2 let it take 72 registers and lose the third block
-  // (+20 % at [2517, 6144]), and rmsnorm_quant at h8192 did not change.
-  const bool fused_one_stage = spec.module == Module::fused_ar && spec.stage == 1;
+  // (+20 % at [2517, 6144]), rmsnorm_quant at h8192 did not change, and at W = 8 the 64
+  // registers spill (ptxas, sm_90: 4-36 bytes; without the minimum 66-73 registers, 1 block).
+  const bool fused_one_stage = spec.module == Module::fused_ar && spec.stage == 1 && spec.world <= 4;
   const bool full_block_of_two = block.threads == kMaxThreadsPerBlock && block.vectors_per_thread == 2;
   return spec.target.vendor() == Vendor::nvidia && fused_one_stage && full_block_of_two ? 2 : 0;
 }

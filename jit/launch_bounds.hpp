@@ -9,8 +9,9 @@
 
 namespace arfuse::jit {
 
-// 2 for the one-stage fused kernel with 512 threads of two vectors (hidden 7688 to 8192) on
-// NVIDIA, measured on the H200 (docs/performance-notes.md section 9); 0 elsewhere.
+// 2 for the one-stage fused kernel of up to 4 ranks with 512 threads of two vectors (hidden
+// 7688 to 8192) on NVIDIA, measured on the H200 (docs/performance-notes.md section 9); 0
+// elsewhere.
 int min_resident_blocks(const KernelSpec& spec, const BlockShape& block);
 
 }  // namespace arfuse::jit
