@@ -22,7 +22,6 @@ Context& gpu_context() {
   return ctx;
 }
 
-
 // Rows with the values that break careless kernels: zeros, NaN, Inf, huge, subnormal.
 void add_special_rows(Bits16& input, int tokens, int hidden, DType dtype) {
   auto set_row = [&](int row, float value) {
@@ -36,10 +35,6 @@ void add_special_rows(Bits16& input, int tokens, int hidden, DType dtype) {
   set_row(4, dtype == DType::f16 ? 60000.0f : 1e30f);
   set_row(5, 1e-7f);
 }
-
-}  // namespace
-
-namespace {
 
 struct EpilogueCase {
   int tokens, hidden;
