@@ -53,7 +53,8 @@ options:
 
 Each call is timed inside a CUDA graph of 16 calls; the median and the min-max over runs are
 reported; inputs rotate through buffers larger than L2. Bytes: each input read once, each
-output written once, summed over ranks; floor = bytes / copy ceiling (measured in the run).
+output written once, summed over ranks; floor = bytes / copy ceiling (measured in the run);
+the launch floor is an empty kernel's time per call in the same graphs.
 Exit status 1 when any arfuse row is not bit-exact against the CPU reference.
 )";
 
@@ -222,6 +223,7 @@ int bench_main(int argc, char** argv) {
   Report report;
   report.mode = mode, report.device = ctx.device().name();
   report.ceiling = copy_bandwidth(ctx.device(), 5);
+  report.launch_floor_us = empty_launch_us(ctx.device(), 5);
   report.rows = mode == "epilogue" ? bench_epilogue(ctx, cl) : mode == "fused" ? bench_fused(cl) : bench_allreduce(cl);
   emit(report, cl);
   bool all_exact = true;

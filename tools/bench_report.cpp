@@ -34,6 +34,10 @@ std::string family(const Row& r) {
 void print_markdown(const Report& rep) {
   std::printf("\ndevice: %s; copy ceiling: %.2f TB/s (16-byte copy kernel, 1 GiB, same run)\n\n", rep.device.c_str(),
               rep.ceiling / 1e12);
+  if (rep.launch_floor_us > 0) {
+    std::printf("launch floor: %.2f µs per call (an empty kernel, one block per SM, same graphs of 16 calls)\n\n",
+                rep.launch_floor_us);
+  }
   std::printf("| kernel | W | shape | out | median µs | min-max µs | MB moved | TB/s | %% ceiling | floor µs | exact | regs/spill/smem/occupancy |\n");
   std::printf("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---|\n");
   for (const auto& r : rep.rows) {
@@ -44,7 +48,8 @@ void print_markdown(const Report& rep) {
 }
 
 nlohmann::json to_json(const Report& rep) {
-  nlohmann::json j = {{"mode", rep.mode}, {"device", rep.device}, {"copy_ceiling_bytes_per_s", rep.ceiling}, {"rows", nlohmann::json::array()}};
+  nlohmann::json j = {{"mode", rep.mode}, {"device", rep.device}, {"copy_ceiling_bytes_per_s", rep.ceiling},
+                    {"launch_floor_us", rep.launch_floor_us}, {"rows", nlohmann::json::array()}};
   for (const auto& r : rep.rows) {
     j["rows"].push_back({{"kernel", r.kind}, {"world", r.world}, {"tokens", r.shape.tokens}, {"hidden", r.shape.hidden},
                          {"out", r.out}, {"median_us", r.t.median_us}, {"min_us", r.t.min_us}, {"max_us", r.t.max_us},
@@ -76,6 +81,7 @@ Report report_from_json(const nlohmann::json& j, const std::string& origin) {
   try {
     Report rep;
     rep.mode = j.at("mode"), rep.device = j.at("device"), rep.ceiling = j.at("copy_ceiling_bytes_per_s");
+    rep.launch_floor_us = j.value("launch_floor_us", 0.0);
     for (const auto& r : j.at("rows")) rep.rows.push_back(row_from_json(r));
     return rep;
   } catch (const nlohmann::json::exception& e) {

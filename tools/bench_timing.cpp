@@ -61,20 +61,29 @@ std::vector<Timing> time_interleaved(const Device& device, const std::vector<Str
   return out;
 }
 
-double copy_bandwidth(const Device& device, int runs) {
+namespace {
+
+// A helper kernel of the bench itself (not an arfuse module), compiled with NVRTC; the Kernel
+// keeps its module loaded.
+Kernel compile_bench_kernel(const Device& device, const std::string& name, const std::string& text) {
   jit::Source src;
   src.spec = jit::KernelSpec::parse("token_quant/h8/bf16/" + device.target().name());
-  src.program_name = "copy.cu";
-  src.text = R"(
+  src.program_name = name + ".cu";
+  src.text = text;
+  src.name_expression = name;
+  src.options = {"--gpu-architecture=" + device.target().name()};
+  auto code = jit::nvrtc_compiler()->compile(src);
+  return LoadedModule::load(device, code.payload)->kernel(code.lowered_name, 512);
+}
+
+}  // namespace
+
+double copy_bandwidth(const Device& device, int runs) {
+  Kernel kernel = compile_bench_kernel(device, "copy16", R"(
 struct alignas(16) V { unsigned int w[4]; };
 extern "C" __global__ void copy16(const V* __restrict__ in, V* __restrict__ out, long long n) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) out[i] = in[i];
-})";
-  src.name_expression = "copy16";
-  src.options = {"--gpu-architecture=" + device.target().name()};
-  auto code = jit::nvrtc_compiler()->compile(src);
-  auto module = LoadedModule::load(device, code.payload);
-  Kernel kernel = module->kernel(code.lowered_name, 512);
+})");
   const std::size_t bytes = std::size_t(1) << 30;
   DeviceBuffer a(device, bytes), b(device, bytes);
   a.fill(1);
@@ -87,6 +96,14 @@ extern "C" __global__ void copy16(const V* __restrict__ in, V* __restrict__ out,
   std::vector<Stream*> streams{&stream};
   Timing t = time_graphs(device, streams, [&](int, int) { kernel.launch(grid, stream, params); }, 2, runs);
   return double(2 * bytes) / (t.median_us * 1e-6);
+}
+
+double empty_launch_us(const Device& device, int runs) {
+  Kernel empty = compile_bench_kernel(device, "empty", R"(extern "C" __global__ void empty() {})");
+  Stream stream(device);
+  std::vector<Stream*> streams{&stream};
+  const unsigned grid = unsigned(device.multiprocessors());
+  return time_graphs(device, streams, [&](int, int) { empty.launch(grid, stream, nullptr); }, 20, runs).median_us;
 }
 
 }  // namespace arfuse::tools

@@ -30,4 +30,8 @@ std::vector<Timing> time_interleaved(const Device& device, const std::vector<Str
 // Bytes per second of a 16-byte vector copy kernel over 1 GiB (read + write counted).
 double copy_bandwidth(const Device& device, int runs);
 
+// Microseconds per call of an empty kernel (one block of 512 threads per SM) in the same
+// graphs of 16 calls: what a call costs before it moves a byte.
+double empty_launch_us(const Device& device, int runs);
+
 }  // namespace arfuse::tools
