@@ -1,17 +1,10 @@
 #include "arfuse/runtime/epilogue.hpp"
 
-#include <algorithm>
-
 #include "arfuse/runtime/validate.hpp"
 
 namespace arfuse {
 
 using detail::require_pointer;
-
-unsigned row_grid(const LaunchableKernel& k, const Device& device, int tokens) {
-  const int resident = std::max(1, k.max_blocks_per_multiprocessor) * device.multiprocessors();
-  return unsigned(std::min(tokens, resident));
-}
 
 void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
   const auto& k = ctx.kernel(ctx.spec(jit::Module::rmsnorm_quant, a.hidden, a.dtype, a.quant, a.norm));
@@ -30,7 +23,7 @@ void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream
   void* mirror = a.mirror;
   int tokens = a.tokens;
   void* params[] = {&in, &res_in, &res_out, &weight, &eps, &out, &scales, &mirror, &tokens};
-  k.kernel.launch(row_grid(k, ctx.device(), a.tokens), stream, params);
+  k.kernel.launch(unsigned(a.tokens), stream, params);  // one block per row
 }
 
 void token_quant(Context& ctx, const TokenQuantArgs& a, const Stream& stream) {
@@ -45,7 +38,7 @@ void token_quant(Context& ctx, const TokenQuantArgs& a, const Stream& stream) {
   float* scales = a.scales;
   int tokens = a.tokens;
   void* params[] = {&in, &out, &scales, &tokens};
-  k.kernel.launch(row_grid(k, ctx.device(), a.tokens), stream, params);
+  k.kernel.launch(unsigned(a.tokens), stream, params);  // one block per row
 }
 
 }  // namespace arfuse

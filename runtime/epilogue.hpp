@@ -37,7 +37,4 @@ struct TokenQuantArgs {
 void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& args, const Stream& stream);
 void token_quant(Context& ctx, const TokenQuantArgs& args, const Stream& stream);
 
-// Blocks to launch for `tokens` rows: every row one block, at most as many as are resident.
-unsigned row_grid(const LaunchableKernel& kernel, const Device& device, int tokens);
-
 }  // namespace arfuse

@@ -2,7 +2,10 @@
 //   rmsnorm_quant_kernel: steps 2-7 of the contract on an already reduced tensor `in`;
 //   token_quant_kernel:   step 7 alone (per-token FP8) on a tensor that already is y, which is
 //                         how the mirror output of the fused kernel quantises to the same bytes.
-// One block per row, blocks stride over the rows.
+// One block per row, and the runtime launches one block for every row: the hardware then starts
+// a block wherever one finishes, so the SMs stay busy to the last row and the blocks' loads
+// spread out in time (a grid of resident blocks striding over the rows was 1.7-2.7 % slower
+// on the large rows, docs/performance-notes.md section 10).
 #pragma once
 
 #include "epilogue.cuh"
@@ -14,31 +17,31 @@ __global__ void __launch_bounds__(THREADS)
 rmsnorm_quant_kernel(const T* in, const T* residual_in, T* residual_out, const T* weight,
                      float eps, void* out, float* scales, T* mirror, int tokens) {
   __shared__ ReduceScratch scratch;
-  for (int row = blockIdx.x; row < tokens; row += gridDim.x) {
-    const long long offset = (long long)row * H;
-    Vec16 input[VPT], residual[VPT];
-    load_vectors<T, H, THREADS, VPT>(in + offset, input);
-    load_vectors<T, H, THREADS, VPT>(residual_in + offset, residual);
-    RowOutputs<T> outputs;
-    outputs.residual_out = residual_out + offset;
-    outputs.out = QUANT == kQuantNone ? static_cast<void*>(static_cast<T*>(out) + offset)
-                                      : static_cast<void*>(static_cast<u8*>(out) + offset);
-    outputs.scale = scales + row;
-    outputs.mirror = QUANT == kQuantFp8Mirror ? mirror + offset : mirror;
-    epilogue_row<T, H, THREADS, VPT, QUANT, NORM>(input, residual, weight, eps, outputs, scratch);
-  }
+  const int row = blockIdx.x;
+  if (row >= tokens) return;
+  const long long offset = (long long)row * H;
+  Vec16 input[VPT], residual[VPT];
+  load_vectors<T, H, THREADS, VPT>(in + offset, input);
+  load_vectors<T, H, THREADS, VPT>(residual_in + offset, residual);
+  RowOutputs<T> outputs;
+  outputs.residual_out = residual_out + offset;
+  outputs.out = QUANT == kQuantNone ? static_cast<void*>(static_cast<T*>(out) + offset)
+                                    : static_cast<void*>(static_cast<u8*>(out) + offset);
+  outputs.scale = scales + row;
+  outputs.mirror = QUANT == kQuantFp8Mirror ? mirror + offset : mirror;
+  epilogue_row<T, H, THREADS, VPT, QUANT, NORM>(input, residual, weight, eps, outputs, scratch);
 }
 
 template <typename T, int H, int THREADS, int VPT>
 __global__ void __launch_bounds__(THREADS)
 token_quant_kernel(const T* in, u8* out, float* scales, int tokens) {
   __shared__ ReduceScratch scratch;
-  for (int row = blockIdx.x; row < tokens; row += gridDim.x) {
-    const long long offset = (long long)row * H;
-    Vec16 y[VPT];
-    load_vectors<T, H, THREADS, VPT>(in + offset, y);
-    quantize_row<T, H, THREADS, VPT>(y, out + offset, scales + row, scratch);
-  }
+  const int row = blockIdx.x;
+  if (row >= tokens) return;
+  const long long offset = (long long)row * H;
+  Vec16 y[VPT];
+  load_vectors<T, H, THREADS, VPT>(in + offset, y);
+  quantize_row<T, H, THREADS, VPT>(y, out + offset, scales + row, scratch);
 }
 
 }  // namespace arfuse

@@ -109,9 +109,10 @@ TEST_CASE("rmsnorm_quant matches the reference bit for bit", "[gpu][epilogue]") 
   check_rmsnorm_quant(gpu_context(), EpilogueCase{shape.first, shape.second, dtype, quant, norm, false});
 }
 
-// More rows than resident blocks, so blocks stride over rows; in place too (residual_out over
-// residual_in), as engines call it, where a row's loads must all be issued before its stores.
-TEST_CASE("rmsnorm_quant: more rows than blocks, and in place", "[gpu][epilogue]") {
+// More rows (blocks) than are resident at once, so blocks start as others finish; in place too
+// (residual_out over residual_in), as engines call it, where a row's loads must all be issued
+// before its stores.
+TEST_CASE("rmsnorm_quant: more rows than resident blocks, and in place", "[gpu][epilogue]") {
   const bool in_place = GENERATE(false, true);
   const Quant quant = GENERATE(Quant::fp8, Quant::fp8_mirror, Quant::none);
   const auto shape = GENERATE(std::pair<int, int>{600, 8192}, std::pair<int, int>{2517, 6144}, std::pair<int, int>{1001, 5120},
