@@ -18,14 +18,14 @@ namespace {
 // groups whose ranks share a GPU; a missing key falls back to "default[:virtual]".
 constexpr const char* kEmbedded = R"({
   "version": 1,
-  "measured": "default:virtual from W=4 virtual ranks on one H200 (2026-12-02): one stage won at every size measured (12..2517 x 6144); default (real GPUs) is a guess, not yet measured on NVLink",
+  "measured": "default:virtual from arfuse-bench fused --tune on one H200 (2026-12-02, 2026-12-03): W = 2 and 4 one stage at every size (16..2517 x 6144), W = 8 two stages from 512 x 6144 (6 MiB; 89.2 vs 96.2 us, 2048 x 6144 320.3 vs 349.5 us); default (real GPUs) is a guess, not yet measured on NVLink",
   "targets": {
     "default": {"2": {"two_stage_min_bytes": 4194304},
                 "4": {"two_stage_min_bytes": 2097152},
                 "8": {"two_stage_min_bytes": 1048576}},
     "default:virtual": {"2": {"two_stage_min_bytes": 1073741824},
                         "4": {"two_stage_min_bytes": 1073741824},
-                        "8": {"two_stage_min_bytes": 1073741824}}
+                        "8": {"two_stage_min_bytes": 6291456}}
   }
 })";
 

@@ -69,6 +69,8 @@ TEST_CASE("tuning tables parse, validate and drive the stage choice", "[cpu][gro
   }
   const auto embedded = TuningTable::embedded_default();
   CHECK(embedded.stage_for("sm_90", 4, 512ull << 20, true) == 1);
+  CHECK(embedded.stage_for("sm_90", 8, 128ull * 6144 * 2, true) == 1);  // measured: one stage at 128 x 6144
+  CHECK(embedded.stage_for("sm_90", 8, 512ull * 6144 * 2, true) == 2);  // two stages from 512 x 6144
   CHECK(embedded.stage_for("sm_90", 4, 64ull << 20, false) == 2);
 
   REQUIRE_THROWS_WITH(TuningTable::parse("{", "t.json"), Contains("t.json is not valid JSON"));
