@@ -9,9 +9,9 @@
 
 namespace arfuse::jit {
 
-// 2 for the one-stage fused kernel of up to 4 ranks with 512 threads of two vectors (hidden
-// 7688 to 8192) on NVIDIA, measured on the H200 (docs/performance-notes.md section 9); 0
-// elsewhere.
+// For the one-stage fused kernel of up to 4 ranks with two vectors a thread on NVIDIA: 2 at
+// 512 threads (hidden 7688 to 8192), 3 at 384 (hidden 5640 to 6144), measured on the H200
+// (docs/performance-notes.md sections 9, 9a, 10); 0 elsewhere.
 int min_resident_blocks(const KernelSpec& spec, const BlockShape& block);
 
 }  // namespace arfuse::jit
