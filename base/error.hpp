@@ -13,6 +13,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A bad setting: an environment variable, a configuration file or a folder given to use. The
+// tools report it as a usage error (exit 2).
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
 // A target the chosen compiler cannot build for (refused before any compile is attempted).
 class UnsupportedTarget : public Error {
  public:

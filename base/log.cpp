@@ -1,5 +1,6 @@
 #include "arfuse/base/log.hpp"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -8,7 +9,18 @@
 
 namespace arfuse {
 
-void warn(const std::string& message) { std::fprintf(stderr, "arfuse: warning: %s\n", message.c_str()); }
+namespace {
+
+std::atomic<WarningSink> warning_sink{nullptr};
+
+}  // namespace
+
+void set_warning_sink(WarningSink sink) { warning_sink.store(sink); }
+
+void warn(const std::string& message) {
+  if (WarningSink sink = warning_sink.load()) return sink(message);
+  std::fprintf(stderr, "arfuse: warning: %s\n", message.c_str());
+}
 
 void warn_once(const std::string& key, const std::string& message) {
   static std::mutex mutex;

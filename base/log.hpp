@@ -7,6 +7,10 @@
 namespace arfuse {
 
 void warn(const std::string& message);
+// Where warnings go: stderr unless set. A warmup worker process forwards them to its parent,
+// which prints each once per run. nullptr restores stderr.
+using WarningSink = void (*)(const std::string& message);
+void set_warning_sink(WarningSink sink);
 void warn_once(const std::string& key, const std::string& message);
 // Printed only when ARFUSE_LOG=debug.
 void debug(const std::string& message);

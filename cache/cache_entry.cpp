@@ -40,13 +40,9 @@ std::vector<std::uint8_t> serialize(const CacheEntry& e) {
   return out;
 }
 
-bool deserialize(const std::vector<std::uint8_t>& bytes, CacheEntry& e, std::string& problem) {
-  EntryHeader h{};
-  if (bytes.size() < sizeof(h)) {
-    problem = fmt::format("truncated: {} bytes, shorter than the {}-byte header", bytes.size(), sizeof(h));
-    return false;
-  }
-  std::memcpy(&h, bytes.data(), sizeof(h));
+bool parse_header(const std::uint8_t (&bytes)[sizeof(EntryHeader)], EntryHeader& h, std::uint64_t& entry_size,
+                  std::string& problem) {
+  std::memcpy(&h, bytes, sizeof(h));
   if (std::memcmp(h.magic, kEntryMagic, 8) != 0) {
     problem = "not an arfuse cache entry (wrong magic)";
     return false;
@@ -55,7 +51,28 @@ bool deserialize(const std::vector<std::uint8_t>& bytes, CacheEntry& e, std::str
     problem = fmt::format("cache format version {}, this build reads {}", h.format_version, kCacheFormatVersion);
     return false;
   }
-  const std::uint64_t expected = sizeof(h) + std::uint64_t(h.lowered_name_size) + h.metadata_size + h.payload_size;
+  // Each field is bounded first, so the sum below cannot wrap.
+  if (h.lowered_name_size > kMaxLoweredNameBytes || h.metadata_size > kMaxMetadataBytes ||
+      h.payload_size > kMaxPayloadBytes) {
+    problem = fmt::format("header sizes out of bounds: name {} (at most {}), metadata {} (at most {}), payload {} (at most {})",
+                          h.lowered_name_size, kMaxLoweredNameBytes, h.metadata_size, kMaxMetadataBytes, h.payload_size,
+                          kMaxPayloadBytes);
+    return false;
+  }
+  entry_size = sizeof(h) + std::uint64_t(h.lowered_name_size) + std::uint64_t(h.metadata_size) + h.payload_size;
+  return true;
+}
+
+bool deserialize(const std::vector<std::uint8_t>& bytes, CacheEntry& e, std::string& problem) {
+  EntryHeader h{};
+  if (bytes.size() < sizeof(h)) {
+    problem = fmt::format("truncated: {} bytes, shorter than the {}-byte header", bytes.size(), sizeof(h));
+    return false;
+  }
+  std::uint8_t fixed[sizeof(EntryHeader)];
+  std::memcpy(fixed, bytes.data(), sizeof(fixed));
+  std::uint64_t expected = 0;
+  if (!parse_header(fixed, h, expected, problem)) return false;
   if (bytes.size() != expected) {
     problem = fmt::format("size is {} bytes, the header says {}", bytes.size(), expected);
     return false;

@@ -51,7 +51,19 @@ struct CacheEntry {
   std::vector<std::uint8_t> payload;
 };
 
+// Bounds on the variable parts. Real entries are far below them (names ~200 B, metadata ~2 KiB,
+// code objects < 2 MiB); a header beyond them is damaged or hostile and is refused before any
+// allocation.
+constexpr std::uint64_t kMaxLoweredNameBytes = 64u << 10;
+constexpr std::uint64_t kMaxMetadataBytes = 1u << 20;
+constexpr std::uint64_t kMaxPayloadBytes = 256u << 20;
+
 std::vector<std::uint8_t> serialize(const CacheEntry& entry);
+
+// Checks the fixed header alone: magic, version, and every size field against the bounds above;
+// on success `entry_size` is the exact file size the header promises (no arithmetic can wrap).
+bool parse_header(const std::uint8_t (&bytes)[sizeof(EntryHeader)], EntryHeader& header, std::uint64_t& entry_size,
+                  std::string& problem);
 
 // Parses and verifies every field; on any problem returns false and says why in `problem`.
 bool deserialize(const std::vector<std::uint8_t>& bytes, CacheEntry& entry, std::string& problem);

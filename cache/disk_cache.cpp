@@ -21,6 +21,7 @@ namespace arfuse::cache {
 namespace {
 
 constexpr const char* kSuffix = ".arfuse";
+constexpr const char* kTemporaryPrefix = ".tmp-";
 
 std::string hex32(const Digest& d) { return to_hex(d).substr(0, 32); }
 
@@ -63,25 +64,6 @@ bool trusted(const std::string& dir, std::string& why) {
   return true;
 }
 
-bool read_all(const std::string& path, std::vector<std::uint8_t>& bytes) {
-  int fd = system_calls().open(path.c_str(), O_RDONLY | O_CLOEXEC, 0);
-  if (fd < 0) return false;
-  bytes.clear();
-  std::uint8_t buffer[1 << 16];
-  while (true) {
-    ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      ::close(fd);
-      return false;
-    }
-    if (n == 0) break;
-    bytes.insert(bytes.end(), buffer, buffer + n);
-  }
-  ::close(fd);
-  return true;
-}
-
 bool write_all(int fd, const std::vector<std::uint8_t>& bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
@@ -114,15 +96,17 @@ std::uint64_t default_max_bytes() {
   errno = 0;
   unsigned long long n = std::strtoull(v, &end, 10);
   if (errno != 0 || end == v || *end != '\0' || v[0] == '-') {
-    throw Error(fmt::format("ARFUSE_CACHE_MAX_BYTES='{}' is not a byte count (a whole number, e.g. 1073741824)", v));
+    throw ConfigError(fmt::format("ARFUSE_CACHE_MAX_BYTES='{}' is not a byte count (a whole number, e.g. 1073741824)", v));
   }
   return n;
 }
 
+bool usable_cache_folder(const std::string& dir, std::string& why) { return make_dirs(dir, why) && trusted(dir, why); }
+
 DiskCache::DiskCache(std::string dir, std::uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
   std::string why;
-  if (!make_dirs(dir_, why) || !trusted(dir_, why)) {
+  if (!usable_cache_folder(dir_, why)) {
     problem_ = why;
     warn_once("cache-untrusted:" + dir_, fmt::format("kernel cache {} is not used ({}); compiling in memory only", dir_, why));
     return;
@@ -147,33 +131,40 @@ bool DiskCache::name_matches_key(const std::string& file_name, const Digest& ful
   return dash != std::string::npos && file_name.compare(dash + 1, 32, hex32(full)) == 0;
 }
 
-bool DiskCache::read_entry(const std::string& path, CacheEntry& entry, std::string& problem) {
-  std::vector<std::uint8_t> bytes;
-  if (!read_all(path, bytes)) {
-    problem = fmt::format("cannot read: {}", std::strerror(errno));
-    return false;
+CheckedEntry DiskCache::check(const std::string& path) {
+  CheckedEntry c;
+  c.outcome = read_entry_file(path, c.entry, c.problem);
+  const std::string name = path.substr(path.rfind('/') + 1);
+  if (c.ok() && !name_matches_key(name, c.entry.key)) {
+    c.outcome = ReadOutcome::bad;
+    c.problem = "key in the header does not match the file name";
   }
-  return deserialize(bytes, entry, problem);
+  return c;
+}
+
+void DiskCache::remove_bad(const std::string& path, const std::string& problem) {
+  ++rejected_;
+  std::string why;
+  if (remove_path(path, why)) {
+    warn(fmt::format("removed bad cache entry {}: {}", path, problem));
+  } else {
+    warn(fmt::format("bad cache entry {} ({}) could not be removed: {}", path, problem, why));
+  }
 }
 
 std::optional<CacheEntry> DiskCache::load_verified(const std::string& path, const Digest* expected_key) {
-  CacheEntry entry;
-  std::string problem;
-  if (::access(path.c_str(), F_OK) != 0) return std::nullopt;
-  bool ok = read_entry(path, entry, problem);
-  const std::string name = path.substr(path.rfind('/') + 1);
-  if (ok && ((expected_key != nullptr && entry.key != *expected_key) || !name_matches_key(name, entry.key))) {
-    ok = false;
-    problem = "key in the header does not match the file name";
+  CheckedEntry c = check(path);
+  if (c.outcome == ReadOutcome::missing) return std::nullopt;
+  if (c.ok() && expected_key != nullptr && c.entry.key != *expected_key) {
+    c.outcome = ReadOutcome::bad;
+    c.problem = "key in the header does not match the file name";
   }
-  if (!ok) {
-    ++rejected_;
-    warn(fmt::format("removing bad cache entry {}: {}", path, problem));
-    ::unlink(path.c_str());
+  if (!c.ok()) {
+    remove_bad(path, c.problem);
     return std::nullopt;
   }
-  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // a hit refreshes the LRU time
-  return entry;
+  ::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // a hit refreshes the LRU time
+  return std::move(c.entry);
 }
 
 std::optional<CacheEntry> DiskCache::get(const Digest& source, const Digest& full) {
@@ -202,10 +193,22 @@ std::optional<CacheEntry> DiskCache::get_any(const Digest& source) {
   return std::nullopt;
 }
 
+// rename() replaces a file, link or FIFO of the entry's name, but not a folder: a folder there
+// is a bad entry, removed, and the rename tried once more.
+bool DiskCache::publish(const std::string& temp_path, const std::string& final_path, int& error) {
+  if (system_calls().rename(temp_path.c_str(), final_path.c_str()) == 0) return true;
+  error = errno;
+  if (error != EISDIR && error != ENOTEMPTY && error != EEXIST) return false;
+  remove_bad(final_path, "a folder, not a file");
+  if (system_calls().rename(temp_path.c_str(), final_path.c_str()) == 0) return true;
+  error = errno;
+  return false;
+}
+
 bool DiskCache::put(const Digest& source, const CacheEntry& entry) {
   if (!writable_) return false;
   const std::string final_path = dir_ + "/" + entry_name(source, entry.key);
-  const std::string temp_path = dir_ + "/.tmp-" + entry_name(source, entry.key) + "." + unique_suffix();
+  const std::string temp_path = dir_ + "/" + kTemporaryPrefix + entry_name(source, entry.key) + "." + unique_suffix();
   const auto bytes = serialize(entry);
   int fd = system_calls().open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
@@ -216,7 +219,7 @@ bool DiskCache::put(const Digest& source, const CacheEntry& entry) {
   int saved = errno;
   if (ok && system_calls().fsync(fd) != 0) ok = false, saved = errno;
   ::close(fd);
-  if (ok && system_calls().rename(temp_path.c_str(), final_path.c_str()) != 0) ok = false, saved = errno;
+  if (ok && !publish(temp_path, final_path, saved)) ok = false;
   if (!ok) {
     ::unlink(temp_path.c_str());
     disable_writes(fmt::format("cannot write {}: {}", final_path, std::strerror(saved)));
@@ -227,20 +230,22 @@ bool DiskCache::put(const Digest& source, const CacheEntry& entry) {
   return true;
 }
 
-std::vector<EntryInfo> DiskCache::list() const {
+std::vector<EntryInfo> DiskCache::scan(bool temporaries) const {
   std::vector<EntryInfo> out;
   if (!readable_) return out;
   DIR* d = ::opendir(dir_.c_str());
   if (d == nullptr) return out;
   while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name.empty() || name[0] == '.' || !ends_with(name, kSuffix)) continue;
+    const std::string name = e->d_name;
+    const bool temporary = name.compare(0, std::strlen(kTemporaryPrefix), kTemporaryPrefix) == 0;
+    if (temporaries ? !temporary : (name.empty() || name[0] == '.' || !ends_with(name, kSuffix))) continue;
     EntryInfo info;
     info.path = dir_ + "/" + name;
     info.file_name = name;
     struct stat st {};
-    if (::stat(info.path.c_str(), &st) != 0) continue;  // removed by another process meanwhile
-    info.bytes = std::uint64_t(st.st_size);
+    if (::lstat(info.path.c_str(), &st) != 0) continue;  // removed by another process meanwhile
+    info.regular = S_ISREG(st.st_mode);
+    info.bytes = info.regular ? std::uint64_t(st.st_size) : 0;
     info.last_use_ns = std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     out.push_back(info);
   }
@@ -249,29 +254,49 @@ std::vector<EntryInfo> DiskCache::list() const {
   return out;
 }
 
+std::vector<EntryInfo> DiskCache::list() const { return scan(false); }
+
+std::vector<EntryInfo> DiskCache::temporaries() const { return scan(true); }
+
 std::uint64_t DiskCache::total_bytes() const {
   std::uint64_t total = 0;
   for (const auto& e : list()) total += e.bytes;
+  for (const auto& t : temporaries()) total += t.bytes;
   return total;
 }
 
+int DiskCache::remove_stale_temporaries(std::int64_t age_seconds) {
+  const std::int64_t now_ns = std::int64_t(::time(nullptr)) * 1000000000;
+  int removed = 0;
+  for (const auto& t : temporaries()) {
+    std::string why;
+    if (now_ns - t.last_use_ns >= age_seconds * 1000000000 && remove_path(t.path, why)) ++removed;
+  }
+  return removed;
+}
+
 int DiskCache::prune(std::uint64_t max_bytes) {
+  remove_stale_temporaries();
   auto entries = list();
   std::sort(entries.begin(), entries.end(),
             [](const EntryInfo& a, const EntryInfo& b) { return a.last_use_ns < b.last_use_ns; });
   std::uint64_t total = 0;
   for (const auto& e : entries) total += e.bytes;
+  for (const auto& t : temporaries()) total += t.bytes;  // live writers' files count, and stay
   int removed = 0;
   for (const auto& e : entries) {
     if (total <= max_bytes) break;
-    if (::unlink(e.path.c_str()) == 0 || errno == ENOENT) total -= e.bytes, ++removed, ++evictions_;
+    std::string why;
+    if (remove_path(e.path, why)) total -= e.bytes, ++removed, ++evictions_;
   }
   return removed;
 }
 
 int DiskCache::clear() {
   int removed = 0;
-  for (const auto& e : list()) removed += ::unlink(e.path.c_str()) == 0 ? 1 : 0;
+  std::string why;
+  for (const auto& e : list()) removed += remove_path(e.path, why) ? 1 : 0;
+  for (const auto& t : temporaries()) remove_path(t.path, why);
   return removed;
 }
 

@@ -2,7 +2,8 @@
 // Publish is write-to-unique-temporary + fsync + rename, so a reader never sees a torn entry
 // and many processes may fill one folder at once. A bad entry is removed, never loaded.
 // A folder that is not ours (other owner, group/other-writable), unwritable or full makes the
-// cache work from memory only, with one warning.
+// cache work from memory only, with one warning. Temporaries (.tmp-*) of writers that died are
+// removed once older than kStaleTemporaryAge, so a live writer's file is never taken.
 #pragma once
 
 #include <atomic>
@@ -12,21 +13,37 @@
 #include <vector>
 
 #include "arfuse/cache/cache_entry.hpp"
+#include "arfuse/cache/entry_file.hpp"
 
 namespace arfuse::cache {
 
 constexpr std::uint64_t kDefaultMaxBytes = 1ull << 30;  // 1 GiB
+// A publish takes milliseconds; a temporary this old belongs to a writer that died.
+constexpr std::int64_t kStaleTemporaryAgeSeconds = 3600;
 
 // ARFUSE_CACHE_DIR, else $XDG_CACHE_HOME/arfuse, else ~/.cache/arfuse.
 std::string default_cache_dir();
-// ARFUSE_CACHE_MAX_BYTES, else kDefaultMaxBytes; throws Error for a value that is no number.
+// ARFUSE_CACHE_MAX_BYTES, else kDefaultMaxBytes; throws ConfigError for a value that is no number.
 std::uint64_t default_max_bytes();
+
+// Whether `dir` can hold a cache: created (0700) if missing, a folder of this user that nobody
+// else may write. False with the reason otherwise. Says nothing itself.
+bool usable_cache_folder(const std::string& dir, std::string& why);
 
 struct EntryInfo {
   std::string path;
   std::string file_name;
   std::uint64_t bytes = 0;
   std::int64_t last_use_ns = 0;  // modification time, refreshed on every hit
+  bool regular = true;           // false: a folder, link, FIFO... named like an entry (bad)
+};
+
+// One entry checked: readable, verified, and its header's key is the one its name carries.
+struct CheckedEntry {
+  ReadOutcome outcome = ReadOutcome::missing;
+  std::string problem;
+  CacheEntry entry;
+  bool ok() const { return outcome == ReadOutcome::ok; }
 };
 
 struct DiskCacheStats {
@@ -50,21 +67,32 @@ class DiskCache {
   // Publishes atomically; on failure warns once and carries on without the disk.
   bool put(const Digest& source, const CacheEntry& entry);
 
+  // Everything named like an entry, whatever kind of file it is, sorted by name.
   std::vector<EntryInfo> list() const;
+  // Writers' temporaries (.tmp-*), live or left by a writer that died.
+  std::vector<EntryInfo> temporaries() const;
+  // Entries and temporaries together: what the size cap counts.
   std::uint64_t total_bytes() const;
-  // Removes least recently used entries until the folder holds at most max_bytes.
+  // Removes temporaries older than `age_seconds`; returns how many.
+  int remove_stale_temporaries(std::int64_t age_seconds = kStaleTemporaryAgeSeconds);
+  // Removes stale temporaries, then least recently used entries until the folder holds at
+  // most max_bytes.
   int prune(std::uint64_t max_bytes);
+  // Removes every entry and every temporary; returns how many entries.
   int clear();
   DiskCacheStats stats() const;
 
   static std::string entry_name(const Digest& source, const Digest& full);
   // Whether an entry file's name carries this full key (a renamed or copied file does not).
   static bool name_matches_key(const std::string& file_name, const Digest& full);
-  // Reads and verifies one file; false with `problem` when it is bad.
-  static bool read_entry(const std::string& path, CacheEntry& entry, std::string& problem);
+  // Reads and verifies one entry, and that its name carries its key. Every reader uses this.
+  static CheckedEntry check(const std::string& path);
 
  private:
   std::optional<CacheEntry> load_verified(const std::string& path, const Digest* expected_key);
+  void remove_bad(const std::string& path, const std::string& problem);
+  bool publish(const std::string& temp_path, const std::string& final_path, int& error);
+  std::vector<EntryInfo> scan(bool temporaries) const;
   void disable_writes(const std::string& why);
 
   std::string dir_;

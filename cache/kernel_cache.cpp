@@ -91,6 +91,7 @@ CompiledKernel KernelCache::get(const jit::KernelSpec& spec) {
       }
       auto k = std::make_shared<CompiledKernel>();
       k->spec = source.spec, k->block = source.block, k->entry = std::move(*entry), k->origin = CodeOrigin::disk;
+      k->source_digest = source_digest;
       std::lock_guard<std::mutex> lock(mutex_);
       ++disk_hits_;
       result = k;
@@ -112,6 +113,7 @@ std::shared_ptr<const CompiledKernel> KernelCache::produce(const jit::Source& so
   auto k = std::make_shared<CompiledKernel>();
   k->spec = source.spec;
   k->block = source.block;
+  k->source_digest = source_digest;
   if (disk_) {
     if (auto entry = disk_->get(source_digest, key)) {
       k->entry = std::move(*entry);

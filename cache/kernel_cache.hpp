@@ -31,6 +31,7 @@ const char* to_string(CodeOrigin origin);
 struct CompiledKernel {
   jit::KernelSpec spec;
   jit::BlockShape block{};
+  Digest source_digest{};  // with entry.key, names the entry on disk (DiskCache::entry_name)
   CacheEntry entry;
   CodeOrigin origin = CodeOrigin::compiled;
   std::string compile_log;
@@ -48,6 +49,8 @@ class KernelCache {
   CompiledKernel get(const jit::KernelSpec& spec);
 
   DiskCache* disk() { return disk_.get(); }
+  // False with ARFUSE_COMPILE=0 or CacheOptions::allow_compile = false: served from disk only.
+  bool compile_allowed() const { return options_.allow_compile; }
   KernelCacheStats stats() const;
   // The compiler for a vendor, loaded on first use; throws Unavailable.
   std::shared_ptr<const jit::Compiler> compiler(jit::Vendor vendor);

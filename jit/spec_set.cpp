@@ -1,6 +1,8 @@
 #include "arfuse/jit/spec_set.hpp"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -49,6 +51,10 @@ std::vector<int> int_field(const json& entry, const char* key, const std::string
   for (const auto& v : as_list(entry[key], path + "." + key)) {
     const std::string p = fmt::format("{}.{}[{}]", path, key, i++);
     if (!v.is_number_integer()) bad(p, fmt::format("{} must be a whole number", v.dump()));
+    // Range-checked before the narrowing: 4294967304 must not wrap to 8.
+    const bool fits = v.is_number_unsigned() ? v.get<std::uint64_t>() <= std::uint64_t(INT_MAX)
+                                             : v.get<std::int64_t>() >= INT_MIN && v.get<std::int64_t>() <= INT_MAX;
+    if (!fits) bad(p, fmt::format("{} is out of range for {}", v.dump(), key));
     out.push_back(v.get<int>());
   }
   return out;

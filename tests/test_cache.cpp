@@ -175,9 +175,8 @@ TEST_CASE("four processes warming one empty folder at once all succeed, nothing 
   DiskCache disk(dir);
   CHECK(disk.list().size() == specs.size());
   for (const auto& e : disk.list()) {
-    CacheEntry entry;
-    std::string problem;
-    CHECK(DiskCache::read_entry(e.path, entry, problem));
+    const auto checked = DiskCache::check(e.path);
+    CHECK(checked.ok());
   }
   CHECK(count_temporaries(dir) == 0);
 }

@@ -21,12 +21,16 @@ const char* kUsage = R"(usage: arfuse-cache [--cache-dir DIR] COMMAND [options]
 commands:
   stat                  entries and bytes, in all and per target and module
   ls                    one line per entry: spec, target, size, last use
-  verify [--fix]        check every entry (header, checksums); exit 1 if any is bad;
-                        --fix removes the bad ones
-  prune --max-bytes N   remove least recently used entries until at most N bytes remain
-  clear                 remove every entry
+  verify [--fix]        check every entry (header, checksums, key); exit 1 if any is bad;
+                        --fix removes the bad ones (of any kind: file, link, FIFO, folder)
+                        and temporaries older than an hour; exit 1 if any stays
+  prune --max-bytes N   remove stale temporaries, then least recently used entries until
+                        at most N bytes (entries and temporaries) remain
+  clear                 remove every entry and every temporary
 
 --cache-dir defaults to $ARFUSE_CACHE_DIR, $XDG_CACHE_HOME/arfuse, ~/.cache/arfuse.
+exit status: 0 done, 1 bad entries found (verify) or an error, 2 usage error or a cache
+folder that cannot be used
 )";
 
 struct Described {
@@ -56,7 +60,7 @@ std::string when(std::int64_t ns) {
 
 std::unique_ptr<cache::DiskCache> open_cache(const CommandLine& cl) {
   auto disk = std::make_unique<cache::DiskCache>(cl.value("cache-dir", cache::default_cache_dir()), UINT64_MAX);
-  if (!disk->readable()) throw Error(fmt::format("cannot use cache folder {}: {}", disk->dir(), disk->problem()));
+  if (!disk->readable()) throw ConfigError(fmt::format("cannot use cache folder {}: {}", disk->dir(), disk->problem()));
   return disk;
 }
 
@@ -65,18 +69,25 @@ int cmd_stat(cache::DiskCache& disk) {
   int entries = 0, bad = 0;
   unsigned long long bytes = 0;
   for (const auto& info : disk.list()) {
-    cache::CacheEntry e;
-    std::string problem;
     ++entries, bytes += info.bytes;
-    if (!cache::DiskCache::read_entry(info.path, e, problem)) {
+    const auto checked = cache::DiskCache::check(info.path);
+    if (!checked.ok()) {
       ++bad;
       continue;
     }
-    auto d = describe(e);
+    auto d = describe(checked.entry);
     per_target[d.target].first++, per_target[d.target].second += info.bytes;
     per_module[d.module].first++, per_module[d.module].second += info.bytes;
   }
-  std::printf("cache: %s\nentries: %d (%d unreadable)\nbytes: %llu (%s)\n", disk.dir().c_str(), entries, bad, bytes, human_bytes(bytes).c_str());
+  const auto temporaries = disk.temporaries();
+  unsigned long long temporary_bytes = 0;
+  int stale = 0;
+  const std::int64_t stale_before_ns = (std::int64_t(std::time(nullptr)) - cache::kStaleTemporaryAgeSeconds) * 1000000000;
+  for (const auto& t : temporaries) temporary_bytes += t.bytes, stale += t.last_use_ns <= stale_before_ns;
+  std::printf("cache: %s\nentries: %d (%d bad: `verify` names them)\nbytes: %llu (%s)\n", disk.dir().c_str(), entries,
+              bad, bytes, human_bytes(bytes).c_str());
+  std::printf("temporaries: %zu (%s; %d older than %lld s, left by writers that died)\n", temporaries.size(),
+              human_bytes(temporary_bytes).c_str(), stale, (long long)cache::kStaleTemporaryAgeSeconds);
   for (auto* group : {&per_target, &per_module}) {
     std::printf("\n| %s | entries | bytes |\n|---|---:|---:|\n", group == &per_target ? "target" : "module");
     for (const auto& [name, v] : *group) std::printf("| %s | %d | %s |\n", name.c_str(), v.first, human_bytes(v.second).c_str());
@@ -86,37 +97,43 @@ int cmd_stat(cache::DiskCache& disk) {
 
 int cmd_ls(cache::DiskCache& disk) {
   for (const auto& info : disk.list()) {
-    cache::CacheEntry e;
-    std::string problem;
-    if (!cache::DiskCache::read_entry(info.path, e, problem)) {
-      std::printf("%-56s %-8s %10llu  %s  BAD: %s\n", info.file_name.c_str(), "?", (unsigned long long)info.bytes, when(info.last_use_ns).c_str(), problem.c_str());
+    const auto checked = cache::DiskCache::check(info.path);
+    if (!checked.ok()) {
+      std::printf("%-56s %-8s %10llu  %s  BAD: %s\n", info.file_name.c_str(), "?", (unsigned long long)info.bytes,
+                  when(info.last_use_ns).c_str(), checked.problem.c_str());
       continue;
     }
-    auto d = describe(e);
-    std::printf("%-56s %-8s %10llu  %s  %s\n", d.spec.c_str(), d.target.c_str(), (unsigned long long)info.bytes, when(info.last_use_ns).c_str(), d.compiler.c_str());
+    auto d = describe(checked.entry);
+    std::printf("%-56s %-8s %10llu  %s  %s\n", d.spec.c_str(), d.target.c_str(), (unsigned long long)info.bytes,
+                when(info.last_use_ns).c_str(), d.compiler.c_str());
   }
   return 0;
 }
 
+// Exit 0 when every entry is good (or every bad one was removed with --fix), else 1.
 int cmd_verify(cache::DiskCache& disk, bool fix) {
-  int good = 0, bad = 0;
+  int good = 0, bad = 0, left = 0;
   for (const auto& info : disk.list()) {
-    cache::CacheEntry e;
-    std::string problem;
-    bool ok = cache::DiskCache::read_entry(info.path, e, problem);
-    if (ok && !cache::DiskCache::name_matches_key(info.file_name, e.key)) {
-      ok = false, problem = "key in the header does not match the file name";
-    }
-    if (ok) {
+    const auto checked = cache::DiskCache::check(info.path);
+    if (checked.ok()) {
       ++good;
       continue;
     }
     ++bad;
-    std::printf("BAD %s: %s%s\n", info.file_name.c_str(), problem.c_str(), fix ? " (removed)" : "");
-    if (fix) std::remove(info.path.c_str());
+    std::string outcome, why;
+    if (fix) {
+      const bool removed = cache::remove_path(info.path, why);
+      left += removed ? 0 : 1;
+      outcome = removed ? " (removed)" : " (LEFT: " + why + ")";
+    }
+    std::printf("BAD %s: %s%s\n", info.file_name.c_str(), checked.problem.c_str(), outcome.c_str());
   }
-  std::printf("%d good, %d bad\n", good, bad);
-  return bad == 0 || fix ? 0 : 1;
+  int stale = 0;
+  if (fix) stale = disk.remove_stale_temporaries();
+  std::printf("%d good, %d bad", good, bad);
+  if (fix) std::printf(", %d removed, %d left; %d stale temporaries removed", bad - left, left, stale);
+  std::printf("\n");
+  return (fix ? left : bad) == 0 ? 0 : 1;
 }
 
 int cache_main(int argc, char** argv) {
@@ -140,7 +157,8 @@ int cache_main(int argc, char** argv) {
     std::printf("removed %d entries; %s remain\n", removed, human_bytes(disk.total_bytes()).c_str());
     return 0;
   }
-  std::printf("removed %d entries\n", disk.clear());
+  const size_t temporaries = disk.temporaries().size();
+  std::printf("removed %d entries and %zu temporaries\n", disk.clear(), temporaries);
   return 0;
 }
 

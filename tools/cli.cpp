@@ -1,5 +1,7 @@
 #include "cli.hpp"
 
+#include <errno.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -56,8 +58,9 @@ long CommandLine::integer(const std::string& name, long fallback, long min, long
   if (!has(name)) return fallback;
   const std::string v = value(name);
   char* end = nullptr;
-  long n = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || n < min || n > max) {
+  errno = 0;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno == ERANGE || n < min || n > max) {
     throw UsageError(fmt::format("--{} must be a whole number from {} to {}, not '{}'", name, min, max, v));
   }
   return n;
@@ -74,6 +77,9 @@ int run_tool(const char* name, const char* usage, int (*body)(int, char**), int 
     return body(argc, argv);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s: %s\n(see %s --help)\n", name, e.what(), name);
+    return 2;
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "%s: configuration error: %s\n", name, e.what());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: error: %s\n", name, e.what());

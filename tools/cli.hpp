@@ -29,7 +29,8 @@ class CommandLine {
   std::vector<std::string> positional_;
 };
 
-// Runs `body`, printing usage errors (exit 2) and arfuse errors (exit 1) to stderr.
+// Runs `body`, printing usage and configuration errors (exit 2) and other errors (exit 1) to
+// stderr.
 int run_tool(const char* name, const char* usage, int (*body)(int, char**), int argc, char** argv);
 
 std::string human_bytes(unsigned long long bytes);

@@ -1,8 +1,10 @@
 // arfuse-warmup: compiles a set of kernel specialisations into the persistent cache, on
 // machines with or without a GPU. Work is spread over --jobs worker processes, which publish
 // into the one cache folder concurrently (the cache is built for that).
+#include <errno.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +12,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <cstring>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -17,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/error.hpp"
+#include "arfuse/base/log.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/jit/spec_set.hpp"
 #include "arfuse/runtime/device.hpp"
@@ -39,12 +44,19 @@ options:
   --cache-dir DIR   cache folder (default: $ARFUSE_CACHE_DIR, $XDG_CACHE_HOME/arfuse,
                     ~/.cache/arfuse)
   --jobs N          worker processes (default: the number of cores)
+  --memory-only     compile without storing anything (checks that every spec compiles)
   --json FILE       write a JSON report
   --dry-run         list the specs and stop
   --quiet           print only the summary and failures
   --help            this text
 
-exit status: 0 all specs cached, 1 some failed (the rest are cached), 2 usage or config error
+Temporaries older than an hour (left by writers that died) are removed first. A target the
+compiler cannot build for is one error for the whole target.
+
+exit status: 0 every spec is stored in the cache (verified on disk at the end; with
+--memory-only: every spec compiled); 1 some are not (failed, or not stored: disk full, size
+cap too small; the summary says how many and why); 2 usage or configuration error (bad
+option, bad JSON or values in --config, bad ARFUSE_* variable, cache folder not usable)
 )";
 
 std::vector<jit::Target> local_targets() {
@@ -68,6 +80,10 @@ std::vector<jit::KernelSpec> select_specs(const CommandLine& cl) {
   }
   std::vector<jit::KernelSpec> specs;
   if (cl.has("config")) {
+    struct stat st {};
+    if (::stat(cl.value("config").c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      throw UsageError(fmt::format("--config {} is not a file", cl.value("config")));
+    }
     std::ifstream in(cl.value("config"));
     if (!in) throw UsageError(fmt::format("cannot read config file {}", cl.value("config")));
     nlohmann::json config;
@@ -98,56 +114,136 @@ std::vector<jit::KernelSpec> select_specs(const CommandLine& cl) {
   return unique;
 }
 
-// One worker: takes the next spec index from the shared counter until none are left, and
+// Which targets of the set the compilers refuse outright (not installed, or an ISA they do not
+// know): target name -> why. Asked in a child process, so that loading a compiler library
+// (HIP's starts threads) happens in no process that forks workers afterwards.
+std::map<std::string, std::string> refused_targets(const std::vector<jit::KernelSpec>& specs) {
+  std::map<std::string, jit::Target> targets;
+  for (const auto& s : specs) targets.emplace(s.target.name(), s.target);
+  int fds[2];
+  if (pipe(fds) != 0) throw Error("pipe failed");
+  const pid_t pid = fork();
+  if (pid < 0) throw Error("fork failed");
+  if (pid == 0) {
+    ::close(fds[0]);
+    nlohmann::json out = nlohmann::json::object();
+    cache::CacheOptions options;
+    options.use_disk = false;
+    cache::KernelCache cache(options);
+    for (const auto& [name, target] : targets) {
+      if (!cache.compile_allowed()) break;  // served from disk only: nothing to refuse up front
+      try {
+        jit::require_target(*cache.compiler(target.vendor()), target);
+      } catch (const Error& e) {
+        out[name] = e.what();
+      }
+    }
+    const std::string text = out.dump();
+    if (write(fds[1], text.data(), text.size()) != ssize_t(text.size())) _exit(1);
+    _exit(0);
+  }
+  ::close(fds[1]);
+  std::string text;
+  char buffer[4096];
+  for (ssize_t n; (n = read(fds[0], buffer, sizeof(buffer))) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    text.append(buffer, size_t(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::map<std::string, std::string> refused;
+  try {
+    for (auto& [name, why] : nlohmann::json::parse(text).items()) refused[name] = why.get<std::string>();
+  } catch (const nlohmann::json::exception&) {
+    throw Error(fmt::format("the compiler probe process failed (status {}); run with one target to see why", status));
+  }
+  return refused;
+}
+
+FILE* worker_report = nullptr;
+
+// Workers' warnings travel to the parent, which prints each once per run.
+void forward_warning(const std::string& message) {
+  std::fprintf(worker_report, "%s\n", nlohmann::json{{"warning", message}}.dump().c_str());
+  std::fflush(worker_report);
+}
+
+// One worker: takes the next index of `todo` from the shared counter until none are left, and
 // reports each result as one JSON line on `out`.
-[[noreturn]] void worker(const std::vector<jit::KernelSpec>& specs, std::atomic<int>* next, const std::string& dir, int out) {
-  cache::CacheOptions options;
-  options.dir = dir;
+[[noreturn]] void worker(const std::vector<jit::KernelSpec>& specs, const std::vector<size_t>& todo,
+                         std::atomic<int>* next, const cache::CacheOptions& options, int out) {
+  worker_report = fdopen(out, "w");
+  set_warning_sink(forward_warning);
   cache::KernelCache cache(options);
-  FILE* report = fdopen(out, "w");
-  for (int i = next->fetch_add(1); i < int(specs.size()); i = next->fetch_add(1)) {
+  for (int t = next->fetch_add(1); t < int(todo.size()); t = next->fetch_add(1)) {
+    const size_t i = todo[size_t(t)];
     nlohmann::json line{{"index", i}};
     const auto start = std::chrono::steady_clock::now();
     try {
-      auto k = cache.get(specs[size_t(i)]);
+      auto k = cache.get(specs[i]);
       line["status"] = k.origin == cache::CodeOrigin::compiled ? "compiled" : "hit";
       line["bytes"] = k.entry.payload.size();
+      line["file"] = cache::DiskCache::entry_name(k.source_digest, k.entry.key);
+      if (cache.disk() != nullptr && !cache.disk()->problem().empty()) line["store_problem"] = cache.disk()->problem();
     } catch (const CompileError& e) {
       line["status"] = "failed", line["error"] = e.what(), line["log"] = e.log();
     } catch (const std::exception& e) {
       line["status"] = "failed", line["error"] = e.what();
     }
     line["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(report, "%s\n", line.dump().c_str());
-    std::fflush(report);
+    std::fprintf(worker_report, "%s\n", line.dump().c_str());
+    std::fflush(worker_report);
   }
-  std::fclose(report);
+  std::fclose(worker_report);
   _exit(0);
 }
 
-int warmup(int argc, char** argv) {
-  CommandLine cl(argc, argv, {"dry-run", "quiet"}, {"target", "config", "cache-dir", "jobs", "json"});
-  if (!cl.positional().empty()) throw UsageError(fmt::format("unexpected argument '{}'", cl.positional()[0]));
-  const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  const int jobs = int(cl.integer("jobs", cores, 1, 1024));
-  const std::string dir = cl.value("cache-dir", cache::default_cache_dir());
-  const auto specs = select_specs(cl);
-  if (cl.has("dry-run")) {
-    for (const auto& s : specs) std::printf("%s\n", s.text().c_str());
-    std::printf("%zu specs\n", specs.size());
-    return 0;
+// The folder is checked (and emptied of dead writers' temporaries) before any worker starts.
+void prepare_folder(const std::string& dir, std::uint64_t max_bytes) {
+  std::string why;
+  if (!cache::usable_cache_folder(dir, why) || (::access(dir.c_str(), W_OK) != 0 && (why = std::strerror(errno), true))) {
+    throw ConfigError(fmt::format("cache folder {} cannot be used: {}; pass --cache-dir with a folder of this user "
+                                  "that nobody else can write, or --memory-only",
+                                  dir, why));
   }
-  {
-    cache::DiskCache probe(dir);  // says once why the folder cannot be used
-    if (!probe.writable()) throw Error(fmt::format("cache folder {} cannot be used: {}", dir, probe.problem()));
+  cache::DiskCache disk(dir, max_bytes);
+  if (const int removed = disk.remove_stale_temporaries(); removed > 0) {
+    std::printf("removed %d temporaries older than %lld s (left by writers that died)\n", removed,
+                (long long)cache::kStaleTemporaryAgeSeconds);
   }
+}
+
+// The specs to attempt; those of refused targets are recorded as failed, with one line per target.
+std::vector<size_t> attempted_specs(const std::vector<jit::KernelSpec>& specs, Progress& progress) {
+  const auto refused = refused_targets(specs);
+  std::map<std::string, int> skipped;
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto it = refused.find(specs[i].target.name());
+    if (it == refused.end()) {
+      todo.push_back(i);
+      continue;
+    }
+    progress.refuse(i, it->second);
+    ++skipped[it->first];
+  }
+  for (const auto& [name, n] : skipped) {
+    std::fprintf(stderr, "FAILED target %s (%d specs not attempted): %s\n", name.c_str(), n, refused.at(name).c_str());
+  }
+  return todo;
+}
+
+void run_workers(const std::vector<jit::KernelSpec>& specs, const std::vector<size_t>& todo,
+                 const cache::CacheOptions& options, int jobs, Progress& progress) {
   auto* next = static_cast<std::atomic<int>*>(mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (next == MAP_FAILED) throw Error("mmap of the shared work counter failed");
   new (next) std::atomic<int>(0);
   std::fflush(stdout);
   std::vector<pid_t> children;
   std::vector<int> pipes;
-  const int workers = std::min<int>(jobs, int(specs.size()));
+  const int workers = std::min<int>(jobs, int(todo.size()));
   for (int w = 0; w < workers; ++w) {
     int fds[2];
     if (pipe(fds) != 0) throw Error("pipe failed");
@@ -155,23 +251,49 @@ int warmup(int argc, char** argv) {
     if (pid < 0) throw Error("fork failed");
     if (pid == 0) {
       ::close(fds[0]);
-      worker(specs, next, dir, fds[1]);
+      worker(specs, todo, next, options, fds[1]);
     }
     ::close(fds[1]);
     children.push_back(pid);
     pipes.push_back(fds[0]);
   }
-  Progress progress(specs, cl.has("quiet"));
   collect_results(pipes, progress);
   for (pid_t pid : children) {
     int status = 0;
     waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) progress.worker_died(pid, status);
   }
-  cache::DiskCache disk(dir);
-  progress.finish(disk.total_bytes(), dir, jobs);
-  if (cl.has("json")) progress.write_json(cl.value("json"), dir, jobs);
-  return progress.failed() == 0 ? 0 : 1;
+  munmap(next, sizeof(std::atomic<int>));
+}
+
+int warmup(int argc, char** argv) {
+  CommandLine cl(argc, argv, {"dry-run", "quiet", "memory-only"}, {"target", "config", "cache-dir", "jobs", "json"});
+  if (!cl.positional().empty()) throw UsageError(fmt::format("unexpected argument '{}'", cl.positional()[0]));
+  const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  const int jobs = int(cl.integer("jobs", cores, 1, 1024));
+  const bool memory_only = cl.has("memory-only");
+  cache::CacheOptions options;  // reads ARFUSE_CACHE_MAX_BYTES: a bad value is a ConfigError (exit 2)
+  options.dir = cl.value("cache-dir", cache::default_cache_dir());
+  options.use_disk = !memory_only;
+  const auto specs = select_specs(cl);
+  if (cl.has("dry-run")) {
+    for (const auto& s : specs) std::printf("%s\n", s.text().c_str());
+    std::printf("%zu specs\n", specs.size());
+    return 0;
+  }
+  if (!memory_only) prepare_folder(options.dir, options.max_bytes);
+  Progress progress(specs, cl.has("quiet"));
+  const auto todo = attempted_specs(specs, progress);
+  run_workers(specs, todo, options, jobs, progress);
+  unsigned long long bytes = 0;
+  if (!memory_only) {
+    progress.check_stored(options.dir, options.max_bytes);
+    bytes = cache::DiskCache(options.dir).total_bytes();
+  }
+  progress.finish(bytes, options.dir, jobs);
+  if (cl.has("json")) progress.write_json(cl.value("json"), options.dir, jobs);
+  const bool complete = progress.failed() == 0 && (memory_only || progress.stored() == int(specs.size()));
+  return complete ? 0 : 1;
 }
 
 }  // namespace

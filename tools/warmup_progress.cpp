@@ -5,9 +5,11 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 
 #include <fmt/format.h>
 
+#include "arfuse/cache/disk_cache.hpp"
 #include "cli.hpp"
 
 namespace arfuse::tools {
@@ -17,6 +19,13 @@ Progress::Progress(const std::vector<jit::KernelSpec>& specs, bool quiet)
       start_(std::chrono::steady_clock::now()) {}
 
 void Progress::record(const nlohmann::json& line) {
+  if (line.contains("warning")) {
+    const std::string text = line.value("warning", "");
+    if (warnings_.insert(text).second) {
+      std::fprintf(stderr, "%sarfuse: warning: %s\n", terminal_ ? "\r\033[K" : "", text.c_str());
+    }
+    return;
+  }
   const int i = line.value("index", -1);
   if (i < 0 || i >= int(results_.size())) return;
   results_[size_t(i)] = line;
@@ -32,6 +41,11 @@ void Progress::record(const nlohmann::json& line) {
   if (!quiet_ && terminal_) draw_bar();
 }
 
+void Progress::refuse(std::size_t index, const std::string& why) {
+  results_[index] = {{"index", index}, {"status", "failed"}, {"error", why}, {"seconds", 0.0}};
+  ++done_;
+}
+
 void Progress::draw_bar() const {
   const int width = 40;
   const int filled = specs_.empty() ? width : int(double(done_) / double(specs_.size()) * width);
@@ -45,44 +59,72 @@ void Progress::worker_died(pid_t pid, int status) {
   std::fprintf(stderr, "warmup worker %d ended abnormally (status %d)\n", int(pid), status);
 }
 
+int Progress::count(const char* status) const {
+  int n = 0;
+  for (const auto& r : results_) n += (!r.is_null() && r.value("status", "") == status) ? 1 : 0;
+  return n;
+}
+
 int Progress::failed() const {
   int n = 0;
   for (const auto& r : results_) n += (r.is_null() || r.value("status", "") == "failed") ? 1 : 0;
   return n;
 }
 
+void Progress::check_stored(const std::string& dir, std::uint64_t max_bytes) {
+  checked_storage_ = true;
+  stored_ = 0;
+  std::map<std::string, int> reasons;
+  for (auto& r : results_) {
+    if (r.is_null() || r.value("status", "") == "failed") continue;
+    const std::string file = r.value("file", "");
+    const bool on_disk = !file.empty() && cache::DiskCache::check(dir + "/" + file).ok();
+    r["stored"] = on_disk;
+    if (on_disk) {
+      ++stored_;
+      continue;
+    }
+    std::string why = r.value("store_problem", "");
+    if (why.empty()) why = fmt::format("removed after it was written: the size cap is {} bytes (ARFUSE_CACHE_MAX_BYTES), "
+                                       "or another process removed it", max_bytes);
+    r["store_problem"] = why;
+    ++reasons[why];
+  }
+  not_stored_reasons_.clear();
+  for (const auto& [why, n] : reasons) not_stored_reasons_.push_back(fmt::format("{} specs not stored: {}", n, why));
+}
+
 void Progress::finish(unsigned long long cache_bytes, const std::string& dir, int jobs) {
   seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  int compiled = 0, hits = 0;
   for (size_t i = 0; i < results_.size(); ++i) {
     if (results_[i].is_null()) {
       results_[i] = {{"index", i}, {"status", "failed"}, {"error", "no result: its worker process died"}, {"seconds", 0.0}};
       std::fprintf(stderr, "FAILED %s: no result (worker died)\n", specs_[i].text().c_str());
     }
-    const std::string s = results_[i].value("status", "");
-    compiled += s == "compiled", hits += s == "hit";
   }
   if (terminal_ && !quiet_) std::printf("\n");
-  std::printf("\n| specs | compiled | hits | failed | time | jobs | cache size |\n");
-  std::printf("|------:|---------:|-----:|-------:|-----:|-----:|-----------:|\n");
-  std::printf("| %zu | %d | %d | %d | %.2f s | %d | %s |\n", specs_.size(), compiled, hits, failed(), seconds_, jobs,
-              human_bytes(cache_bytes).c_str());
-  std::printf("cache: %s\n", dir.c_str());
+  const std::string stored = checked_storage_ ? std::to_string(stored_) : "- (memory only)";
+  std::printf("\n| specs | compiled | hits | stored | failed | time | jobs | cache size |\n");
+  std::printf("|------:|---------:|-----:|-------:|-------:|-----:|-----:|-----------:|\n");
+  std::printf("| %zu | %d | %d | %s | %d | %.2f s | %d | %s |\n", specs_.size(), count("compiled"), count("hit"),
+              stored.c_str(), failed(), seconds_, jobs, human_bytes(cache_bytes).c_str());
+  for (const auto& line : not_stored_reasons_) std::fprintf(stderr, "NOT STORED: %s\n", line.c_str());
+  std::printf("cache: %s\n", checked_storage_ ? dir.c_str() : "(none: --memory-only)");
 }
 
 void Progress::write_json(const std::string& path, const std::string& dir, int jobs) const {
-  nlohmann::json report{{"specs", specs_.size()}, {"failed", failed()}, {"seconds", seconds_}, {"jobs", jobs}, {"cache_dir", dir}};
-  int compiled = 0, hits = 0;
+  nlohmann::json report{{"specs", specs_.size()}, {"failed", failed()},   {"seconds", seconds_},
+                        {"jobs", jobs},           {"cache_dir", dir},     {"compiled", count("compiled")},
+                        {"hits", count("hit")},   {"memory_only", !checked_storage_}};
+  if (checked_storage_) report["stored"] = stored_, report["not_stored"] = not_stored_reasons_;
   nlohmann::json entries = nlohmann::json::array();
   for (size_t i = 0; i < results_.size(); ++i) {
     nlohmann::json e = results_[i];
     e.erase("index");
     e["spec"] = specs_[i].text();
-    const std::string s = e.value("status", "");
-    compiled += s == "compiled", hits += s == "hit";
     entries.push_back(e);
   }
-  report["compiled"] = compiled, report["hits"] = hits, report["entries"] = entries;
+  report["entries"] = entries;
   std::ofstream out(path);
   if (!out) throw std::runtime_error(fmt::format("cannot write the JSON report {}", path));
   out << report.dump(2) << "\n";
