@@ -18,13 +18,14 @@ std::atomic<WarningSink> warning_sink{nullptr};
 void set_warning_sink(WarningSink sink) { warning_sink.store(sink); }
 
 void warn(const std::string& message) {
-  if (WarningSink sink = warning_sink.load()) return sink(message);
+  if (WarningSink sink = warning_sink.load()) return sink(std::string(), message);
   std::fprintf(stderr, "arfuse: warning: %s\n", message.c_str());
 }
 
 void warn_once(const std::string& key, const std::string& message) {
   static std::mutex mutex;
   static std::set<std::string> said;
+  if (WarningSink sink = warning_sink.load()) return sink(key, message);  // the sink's owner says it once
   std::lock_guard<std::mutex> lock(mutex);
   if (said.insert(key).second) warn(message);
 }

@@ -8,8 +8,9 @@ namespace arfuse {
 
 void warn(const std::string& message);
 // Where warnings go: stderr unless set. A warmup worker process forwards them to its parent,
-// which prints each once per run. nullptr restores stderr.
-using WarningSink = void (*)(const std::string& message);
+// which prints each once per run. `once_key` is warn_once()'s key, or empty for warn().
+// nullptr restores stderr.
+using WarningSink = void (*)(const std::string& once_key, const std::string& message);
 void set_warning_sink(WarningSink sink);
 void warn_once(const std::string& key, const std::string& message);
 // Printed only when ARFUSE_LOG=debug.

@@ -113,13 +113,14 @@ DiskCache::DiskCache(std::string dir, std::uint64_t max_bytes) : dir_(std::move(
   }
   readable_ = true;
   writable_ = ::access(dir_.c_str(), W_OK) == 0;
-  if (!writable_) disable_writes(fmt::format("{} is not writable: {}", dir_, std::strerror(errno)));
+  if (!writable_) disable_writes(fmt::format("the folder is not writable: {}", std::strerror(errno)), dir_);
 }
 
-void DiskCache::disable_writes(const std::string& why) {
+void DiskCache::disable_writes(const std::string& why, const std::string& path) {
   writable_ = false;
   problem_ = why;
-  warn_once("cache-unwritable:" + dir_, fmt::format("kernel cache {}: {}; new kernels are kept in memory only", dir_, why));
+  warn_once("cache-unwritable:" + dir_,
+            fmt::format("kernel cache {}: {} ({}); new kernels are kept in memory only", dir_, why, path));
 }
 
 std::string DiskCache::entry_name(const Digest& source, const Digest& full) {
@@ -212,7 +213,7 @@ bool DiskCache::put(const Digest& source, const CacheEntry& entry) {
   const auto bytes = serialize(entry);
   int fd = system_calls().open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
-    disable_writes(fmt::format("cannot create {}: {}", temp_path, std::strerror(errno)));
+    disable_writes(fmt::format("cannot create a file: {}", std::strerror(errno)), temp_path);
     return false;
   }
   bool ok = write_all(fd, bytes);
@@ -222,7 +223,7 @@ bool DiskCache::put(const Digest& source, const CacheEntry& entry) {
   if (ok && !publish(temp_path, final_path, saved)) ok = false;
   if (!ok) {
     ::unlink(temp_path.c_str());
-    disable_writes(fmt::format("cannot write {}: {}", final_path, std::strerror(saved)));
+    disable_writes(fmt::format("cannot write an entry: {}", std::strerror(saved)), final_path);
     return false;
   }
   ++writes_;

@@ -93,7 +93,8 @@ class DiskCache {
   void remove_bad(const std::string& path, const std::string& problem);
   bool publish(const std::string& temp_path, const std::string& final_path, int& error);
   std::vector<EntryInfo> scan(bool temporaries) const;
-  void disable_writes(const std::string& why);
+  // `why` is the reason (problem()), `path` the file it happened to, for the warning.
+  void disable_writes(const std::string& why, const std::string& path);
 
   std::string dir_;
   std::uint64_t max_bytes_;

@@ -155,9 +155,10 @@ std::map<std::string, std::string> refused_targets(const std::vector<jit::Kernel
   waitpid(pid, &status, 0);
   std::map<std::string, std::string> refused;
   try {
-    for (auto& [name, why] : nlohmann::json::parse(text).items()) refused[name] = why.get<std::string>();
+    const auto parsed = nlohmann::json::parse(text);
+    for (auto it = parsed.begin(); it != parsed.end(); ++it) refused[it.key()] = it.value().get<std::string>();
   } catch (const nlohmann::json::exception&) {
-    throw Error(fmt::format("the compiler probe process failed (status {}); run with one target to see why", status));
+    throw Error(fmt::format("the compiler probe process failed (status {}): {}", status, text));
   }
   return refused;
 }
@@ -165,8 +166,8 @@ std::map<std::string, std::string> refused_targets(const std::vector<jit::Kernel
 FILE* worker_report = nullptr;
 
 // Workers' warnings travel to the parent, which prints each once per run.
-void forward_warning(const std::string& message) {
-  std::fprintf(worker_report, "%s\n", nlohmann::json{{"warning", message}}.dump().c_str());
+void forward_warning(const std::string& once_key, const std::string& message) {
+  std::fprintf(worker_report, "%s\n", nlohmann::json{{"warning", message}, {"once", once_key}}.dump().c_str());
   std::fflush(worker_report);
 }
 

@@ -20,8 +20,8 @@ Progress::Progress(const std::vector<jit::KernelSpec>& specs, bool quiet)
 
 void Progress::record(const nlohmann::json& line) {
   if (line.contains("warning")) {
-    const std::string text = line.value("warning", "");
-    if (warnings_.insert(text).second) {
+    const std::string text = line.value("warning", ""), once = line.value("once", "");
+    if (warnings_.insert(once.empty() ? text : once).second) {
       std::fprintf(stderr, "%sarfuse: warning: %s\n", terminal_ ? "\r\033[K" : "", text.c_str());
     }
     return;
