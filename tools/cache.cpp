@@ -59,9 +59,10 @@ std::string when(std::int64_t ns) {
 }
 
 std::unique_ptr<cache::DiskCache> open_cache(const CommandLine& cl) {
-  auto disk = std::make_unique<cache::DiskCache>(cl.value("cache-dir", cache::default_cache_dir()), UINT64_MAX);
-  if (!disk->readable()) throw ConfigError(fmt::format("cannot use cache folder {}: {}", disk->dir(), disk->problem()));
-  return disk;
+  const std::string dir = cl.value("cache-dir", cache::default_cache_dir());
+  std::string why;
+  if (!cache::usable_cache_folder(dir, why)) throw ConfigError(fmt::format("cannot use cache folder {}: {}", dir, why));
+  return std::make_unique<cache::DiskCache>(dir, UINT64_MAX);
 }
 
 int cmd_stat(cache::DiskCache& disk) {

@@ -1,0 +1,313 @@
+// [cpu] A cache folder holding what an attacker or a broken disk leaves under an entry's name,
+// writers' temporaries, and the tools' exit codes on hostile settings (issue: hostile input).
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <algorithm>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "arfuse/base/error.hpp"
+#include "arfuse/cache/kernel_cache.hpp"
+#include "support.hpp"
+
+using namespace arfuse;
+using namespace arfuse::cache;
+using Catch::Contains;
+
+namespace {
+
+struct CommandResult {
+  int status = -1;
+  std::string output;
+};
+
+// Runs a shell command line, stdout and stderr together.
+CommandResult run(const std::string& command) {
+  CommandResult r;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;) r.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+const std::string kWarmup = std::string(ARFUSE_BINARY_DIR) + "/tools/arfuse-warmup";
+const std::string kCacheTool = std::string(ARFUSE_BINARY_DIR) + "/tools/arfuse-cache";
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+std::vector<std::uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<std::uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+}
+
+struct PlantedEntry {
+  std::string path;
+  CompiledKernel kernel;
+};
+
+// A folder with one real entry.
+PlantedEntry one_entry(const std::string& dir) {
+  CacheOptions o;
+  o.dir = dir;
+  PlantedEntry e;
+  e.kernel = KernelCache(o).get(jit::KernelSpec::parse("token_quant/h2048/bf16/sm_90"));
+  const auto entries = DiskCache(dir).list();
+  REQUIRE(entries.size() == 1);
+  e.path = entries[0].path;
+  return e;
+}
+
+// Replaces the entry at `path` with a hostile thing of the given kind.
+void plant(const std::string& kind, const std::string& path) {
+  const auto good = read_bytes(path);
+  REQUIRE(::unlink(path.c_str()) == 0);
+  if (kind == "overflowing sizes") {
+    // name size 0xFFFFFFFF and a payload size chosen so that 128 + N + J + P wraps to the file size.
+    auto bad = good;
+    std::uint32_t name = 0xFFFFFFFFu, metadata = 0;
+    std::memcpy(&metadata, bad.data() + 16, 4);
+    const std::uint64_t payload = std::uint64_t(bad.size()) - 128 - name - metadata;  // wraps on purpose
+    std::memcpy(bad.data() + 12, &name, 4);
+    std::memcpy(bad.data() + 24, &payload, 8);
+    write_bytes(path, bad);
+  } else if (kind == "FIFO") {
+    REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  } else if (kind == "link to /dev/zero") {
+    REQUIRE(::symlink("/dev/zero", path.c_str()) == 0);
+  } else if (kind == "2 GiB file") {
+    // A valid header, then a sparse 2 GiB: judged from the header alone, never read.
+    write_bytes(path, std::vector<std::uint8_t>(good.begin(), good.begin() + 128));
+    REQUIRE(::truncate(path.c_str(), 2ll << 30) == 0);
+  } else if (kind == "folder with contents") {
+    REQUIRE(::mkdir(path.c_str(), 0700) == 0);
+    REQUIRE(::mkdir((path + "/inner").c_str(), 0700) == 0);
+    write_text(path + "/inner/file", "x");
+  } else if (kind == "socket") {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    REQUIRE(path.size() < sizeof(addr.sun_path));
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    ::close(fd);
+  }
+}
+
+const char* expected_problem(const std::string& kind) {
+  if (kind == "overflowing sizes") return "header sizes out of bounds";
+  if (kind == "FIFO") return "a FIFO, not a file";
+  if (kind == "link to /dev/zero") return "a symbolic link, not a file";
+  if (kind == "2 GiB file") return "the header says";
+  if (kind == "folder with contents") return "a folder, not a file";
+  return "a socket, not a file";
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+void age(const std::string& path, std::int64_t seconds) {
+  const timespec old = {::time(nullptr) - seconds, 0};
+  const timespec times[2] = {old, old};
+  REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("hostile files named like an entry are refused by name, removed by the next writer and by verify --fix",
+          "[cpu][cache][hostile][nvrtc]") {
+  const std::string kind = GENERATE(as<std::string>{}, "overflowing sizes", "FIFO", "link to /dev/zero", "2 GiB file",
+                                    "folder with contents", "socket");
+  CAPTURE(kind);
+  const std::string dir = test::fresh_dir();
+  const PlantedEntry planted = one_entry(dir);
+  const std::string path = planted.path;
+  const auto good = read_bytes(path);
+  plant(kind, path);
+
+  const auto checked = DiskCache::check(path);
+  CHECK(checked.outcome == ReadOutcome::bad);
+  CHECK_THAT(checked.problem, Contains(expected_problem(kind)));
+
+  SECTION("ls, stat and verify name it and agree; verify --fix removes it and says so truthfully") {
+    const auto ls = run(kCacheTool + " --cache-dir " + dir + " ls");
+    CHECK(ls.status == 0);
+    CHECK_THAT(ls.output, Contains("BAD: ") && Contains(expected_problem(kind)));
+    const auto stat = run(kCacheTool + " --cache-dir " + dir + " stat");
+    CHECK(stat.status == 0);
+    CHECK_THAT(stat.output, Contains("entries: 1 (1 bad"));
+    const auto verify = run(kCacheTool + " --cache-dir " + dir + " verify");
+    CHECK(verify.status == 1);
+    CHECK_THAT(verify.output, Contains("0 good, 1 bad"));
+    const auto fix = run(kCacheTool + " --cache-dir " + dir + " verify --fix");
+    CHECK(fix.status == 0);
+    CHECK_THAT(fix.output, Contains("(removed)") && Contains("1 removed, 0 left"));
+    CHECK_FALSE(exists(path));
+  }
+  SECTION("the next process that needs the kernel removes it, compiles and publishes a good entry") {
+    CacheOptions o;
+    o.dir = dir;
+    KernelCache c(o);
+    CHECK(c.get(jit::KernelSpec::parse("token_quant/h2048/bf16/sm_90")).origin == CodeOrigin::compiled);
+    CHECK(c.disk()->stats().rejected == 1);
+    CHECK(c.disk()->writable());  // a bad entry never turns the disk off
+    CHECK(read_bytes(path) == good);
+  }
+  SECTION("a writer publishes over it (a folder is removed first)") {
+    DiskCache disk(dir);
+    CHECK(disk.put(planted.kernel.source_digest, planted.kernel.entry));
+    CHECK(disk.writable());
+    CHECK(read_bytes(path) == good);
+  }
+}
+
+TEST_CASE("writers' temporaries: counted, capped, stale ones removed, all removed by clear", "[cpu][cache][hostile][nvrtc]") {
+  const std::string dir = test::fresh_dir();
+  const std::string entry = one_entry(dir).path;
+  const std::uint64_t entry_bytes = read_bytes(entry).size();
+  const std::string stale = dir + "/.tmp-dead-writer.123.abc", fresh = dir + "/.tmp-live-writer.456.def";
+  write_text(stale, std::string(1000, 's'));
+  write_text(fresh, std::string(500, 'f'));
+  age(stale, 2 * kStaleTemporaryAgeSeconds);
+  DiskCache disk(dir);
+  CHECK(disk.temporaries().size() == 2);
+  CHECK(disk.total_bytes() == entry_bytes + 1500);
+
+  const auto stat = run(kCacheTool + " --cache-dir " + dir + " stat");
+  CHECK_THAT(stat.output, Contains("temporaries: 2") && Contains("1 older than"));
+
+  SECTION("verify --fix removes the stale one and leaves the live writer's") {
+    const auto fix = run(kCacheTool + " --cache-dir " + dir + " verify --fix");
+    CHECK(fix.status == 0);
+    CHECK_THAT(fix.output, Contains("1 stale temporaries removed"));
+    CHECK_FALSE(exists(stale));
+    CHECK(exists(fresh));
+  }
+  SECTION("warmup removes the stale one first") {
+    write_text(dir + "/set.json", R"({"specs": [{"module": "token_quant", "hidden": 2048, "dtype": "bf16"}], "targets": ["sm_90"]})");
+    const auto w = run(kWarmup + " --quiet --config " + dir + "/set.json --cache-dir " + dir);
+    CHECK(w.status == 0);
+    CHECK_THAT(w.output, Contains("removed 1 temporaries"));
+    CHECK_FALSE(exists(stale));
+    CHECK(exists(fresh));
+  }
+  SECTION("the size cap counts them, and prune removes stale ones before entries") {
+    CHECK(disk.prune(entry_bytes + 500) == 0);  // the stale temporary went, the entry stays
+    CHECK_FALSE(exists(stale));
+    CHECK(exists(entry));
+    CHECK(disk.prune(entry_bytes) == 1);  // the live temporary counts and stays: the entry goes
+    CHECK_FALSE(exists(entry));
+    CHECK(exists(fresh));
+  }
+  SECTION("clear removes every entry and every temporary") {
+    const auto clear = run(kCacheTool + " --cache-dir " + dir + " clear");
+    CHECK(clear.status == 0);
+    CHECK_THAT(clear.output, Contains("removed 1 entries and 2 temporaries"));
+    CHECK(disk.temporaries().empty());
+    CHECK(disk.list().empty());
+  }
+}
+
+TEST_CASE("warmup exits 0 only when every spec is stored, 1 saying why when not, 2 on bad settings",
+          "[cpu][cache][hostile][warmup][nvrtc]") {
+  const std::string dir = test::fresh_dir(), scratch = test::fresh_dir();
+  const std::string config = scratch + "/set.json";
+  write_text(config, R"({"specs": [{"module": "token_quant", "hidden": [2048, 4096, 6144], "dtype": ["bf16", "f16"]}],
+                         "targets": ["sm_90"]})");
+  const std::string warmup = kWarmup + " --quiet --config " + config + " --cache-dir ";
+
+  SECTION("everything stored: 0, and the report says stored") {
+    const auto w = run(warmup + dir + " --json " + scratch + "/report.json");
+    CHECK(w.status == 0);
+    const auto report = nlohmann::json::parse(read_bytes(scratch + "/report.json"));
+    CHECK(report.at("stored") == 6);
+    CHECK(DiskCache(dir).list().size() == 6);
+  }
+  SECTION("a size cap of 0 or 1 byte stores nothing: 1, with the reason") {
+    const std::string cap = GENERATE(as<std::string>{}, "0", "1");
+    const auto w = run("ARFUSE_CACHE_MAX_BYTES=" + cap + " " + warmup + dir);
+    CHECK(w.status == 1);
+    CHECK_THAT(w.output, Contains("NOT STORED: 6 specs not stored") && Contains("size cap is " + cap + " bytes"));
+  }
+  SECTION("a full disk: 1, with how many and why, the warning once per run") {
+    if (run("unshare -m true").status != 0) {
+      WARN("NOT RUN: the disk-full warmup needs unshare -m and a tmpfs mount (root)");
+      return;
+    }
+    const auto w = run("unshare -m sh -c 'mount -t tmpfs -o size=40k,mode=700 tmpfs " + dir + " && " + warmup + dir + "'");
+    CHECK(w.status == 1);
+    CHECK_THAT(w.output, Contains("specs not stored: cannot write an entry: No space left on device"));
+    size_t warnings = 0;
+    for (size_t at = 0; (at = w.output.find("arfuse: warning: kernel cache", at)) != std::string::npos; ++at) ++warnings;
+    CHECK(warnings == 1);
+  }
+  SECTION("--memory-only compiles, stores nothing, and says so") {
+    const auto w = run(warmup + dir + " --memory-only");
+    CHECK(w.status == 0);
+    CHECK_THAT(w.output, Contains("(memory only)"));
+    CHECK(DiskCache(dir).list().empty());
+  }
+  SECTION("bad settings are usage or configuration errors: 2") {
+    write_text(scratch + "/hidden.json", R"({"specs": [{"module": "token_quant", "hidden": 4294967304}], "targets": ["sm_90"]})");
+    write_text(scratch + "/world.json", R"({"specs": [{"module": "fused_ar", "hidden": 2048, "world": 4294967300}], "targets": ["sm_90"]})");
+    REQUIRE(::chmod(scratch.c_str(), 0777) == 0);
+    const std::vector<std::pair<std::string, std::string>> cases{
+        {"ARFUSE_CACHE_MAX_BYTES=lots " + warmup + dir, "ARFUSE_CACHE_MAX_BYTES='lots' is not a byte count"},
+        {kWarmup + " --config " + dir + " --cache-dir " + dir, "is not a file"},
+        {kWarmup + " --config " + scratch + "/hidden.json --cache-dir " + dir, "4294967304 is out of range for hidden"},
+        {kWarmup + " --config " + scratch + "/world.json --cache-dir " + dir, "4294967300 is out of range for world"},
+        {warmup + dir + " --jobs 99999999999999999999", "--jobs must be a whole number from 1 to 1024"},
+        {warmup + scratch, "writable by group or others"},
+        {kCacheTool + " --cache-dir " + scratch + " stat", "writable by group or others"},
+    };
+    for (const auto& [command, message] : cases) {
+      CAPTURE(command);
+      const auto w = run(command);
+      CHECK(w.status == 2);
+      CHECK_THAT(w.output, Contains(message));
+      CHECK_THAT(w.output, !Contains("in memory only"));  // the untrusted folder: one story, not two
+    }
+  }
+  SECTION("a target the compiler cannot build for is one error for the whole target") {
+    CacheOptions o;
+    o.use_disk = false;
+    KernelCache c(o);
+    std::string refused = "gfx1250";
+    try {
+      const auto known = c.compiler(jit::Vendor::amd)->supported_targets();
+      for (const char* t : {"gfx1250", "gfx950", "gfx942", "gfx1201"}) {
+        if (std::find(known.begin(), known.end(), t) == known.end()) refused = t;
+      }
+    } catch (const Unavailable&) {
+      // no hiprtc at all: every AMD target is refused for that reason
+    }
+    CAPTURE(refused);
+    const auto w = run(kWarmup + " --quiet --target " + refused + " --target sm_90 --cache-dir " + dir + " --dry-run");
+    const auto specs = std::count(w.output.begin(), w.output.end(), '\n') - 1;  // the specs of both targets
+    const std::string one_target = kWarmup + " --quiet --target " + refused + " --cache-dir " + dir;
+    const auto r = run(one_target);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Contains("FAILED target " + refused + " (686 specs not attempted)"));
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') < 10);  // not one line per spec
+    CHECK(specs == 2 * 686);
+  }
+}
