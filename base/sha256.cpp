@@ -90,6 +90,26 @@ Digest Sha256::finish() {
 
 Digest sha256(const void* data, std::size_t size) { return Sha256().update(data, size).finish(); }
 
+Digest hmac_sha256(std::string_view key, std::string_view message) {
+  std::array<std::uint8_t, 64> block{};
+  if (key.size() > block.size()) {
+    const Digest short_key = sha256(key.data(), key.size());
+    std::copy(short_key.begin(), short_key.end(), block.begin());
+  } else {
+    std::copy(key.begin(), key.end(), block.begin());
+  }
+  std::array<std::uint8_t, 64> inner{}, outer{};
+  for (std::size_t i = 0; i < block.size(); ++i) inner[i] = block[i] ^ 0x36, outer[i] = block[i] ^ 0x5c;
+  const Digest inner_digest = Sha256().update(inner.data(), inner.size()).update(message).finish();
+  return Sha256().update(outer.data(), outer.size()).update(inner_digest.data(), inner_digest.size()).finish();
+}
+
+bool equal_in_constant_time(const Digest& a, const Digest& b) {
+  std::uint8_t differ = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) differ |= std::uint8_t(a[i] ^ b[i]);
+  return differ == 0;
+}
+
 std::string to_hex(const Digest& digest) {
   static const char* kHex = "0123456789abcdef";
   std::string out;

@@ -1,4 +1,4 @@
-// SHA-256 (FIPS 180-4), for cache keys and payload checksums.
+// SHA-256 (FIPS 180-4), for cache keys and payload checksums, and HMAC-SHA256.
 #pragma once
 
 #include <array>
@@ -29,6 +29,10 @@ class Sha256 {
 };
 
 Digest sha256(const void* data, std::size_t size);
+// HMAC-SHA256 (RFC 2104): the bootstrap's proof of a shared secret.
+Digest hmac_sha256(std::string_view key, std::string_view message);
+// Compares without an early exit, so the time taken does not tell how much matched.
+bool equal_in_constant_time(const Digest& a, const Digest& b);
 std::string to_hex(const Digest& digest);
 
 }  // namespace arfuse

@@ -1,7 +1,7 @@
 // How an inference engine with one process per GPU sets up an arfuse Group and makes the
 // fused call of a tensor-parallel layer. Start one process per rank on one node:
 //
-//   for r in 0 1 2 3; do arfuse-example-tp --rank $r --world 4 --socket /tmp/job-42.sock & done
+//   for r in 0 1 2 3; do arfuse-example-tp --rank $r --world 4 --socket /tmp/job-42/arfuse.sock & done
 //
 // (--device picks the GPU; by default rank r uses GPU r, or GPU 0 when there is only one, which
 // then time-slices the ranks: correct, but slow). Engines that already have torch.distributed

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,9 +54,17 @@ class InProcessRendezvous {
   unsigned long long round_ = 0;
 };
 
-// Rank 0 listens at `socket_path` (which must not exist yet); the others connect to it.
+// Rank 0 listens at `socket_path`, the others connect to it (runtime/socket_bootstrap.cpp).
+// The socket's folder is created with mode 0700 if missing, and must be this user's and
+// writable by nobody else; a path that exists is left alone unless it is a dead socket of this
+// user. Only processes of this uid that prove `secret` get in (nullopt: ARFUSE_BOOTSTRAP_SECRET,
+// or none when that is unset; every rank must use the same).
 std::unique_ptr<Bootstrap> local_socket_bootstrap(const std::string& socket_path, int rank, int world,
-                                                  std::chrono::milliseconds timeout);
+                                                  std::chrono::milliseconds timeout,
+                                                  std::optional<std::string> secret = std::nullopt);
+
+// Throws Error unless 1 <= world <= 1024 and 0 <= rank < world.
+void check_bootstrap_world(int rank, int world);
 
 using AllgatherFunction = std::function<std::vector<std::string>(const std::string& mine)>;
 std::unique_ptr<Bootstrap> callback_bootstrap(int rank, int world, AllgatherFunction allgather);
