@@ -70,4 +70,17 @@ class PeerTimeout : public Error {
   int rank_;
 };
 
+// The ranks of a group made different calls (tokens, hidden size, dtype, quant, norm, stage):
+// found by the kernels before any rank read a peer's row, so no output was computed from rows
+// nobody wrote. `rank` and `peer` are the two ranks whose calls differ.
+class CallMismatch : public Error {
+ public:
+  CallMismatch(const std::string& message, int rank, int peer) : Error(message), rank_(rank), peer_(peer) {}
+  int rank() const { return rank_; }
+  int peer() const { return peer_; }
+
+ private:
+  int rank_, peer_;
+};
+
 }  // namespace arfuse

@@ -19,14 +19,17 @@
 namespace arfuse {
 
 // The kernels read these structs as laid out by the device compiler; pin the host's view.
-static_assert(sizeof(Signal) == (kMaxBlocks * kMaxWorld + kMaxBlocks + 32) * 4, "Signal layout");
 static_assert(offsetof(Signal, epoch) == kMaxBlocks * kMaxWorld * 4, "Signal layout");
 static_assert(offsetof(Signal, error) == (kMaxBlocks * kMaxWorld + kMaxBlocks) * 4, "Signal layout");
+static_assert(offsetof(Signal, call) == (kMaxBlocks * kMaxWorld + kMaxBlocks + 32) * 4, "Signal layout");
+static_assert(offsetof(Signal, mismatch_mine) == offsetof(Signal, call) + kMaxBlocks * kMaxWorld * 8, "Signal layout");
+static_assert(sizeof(Signal) == offsetof(Signal, mismatch_mine) + 16, "Signal layout");
 static_assert(sizeof(Signal::reserved) / 4 >= kMaxWorld, "the write test needs a reserved word per rank");
 static_assert(sizeof(PeerBuffers) == 3 * kMaxWorld * 8, "PeerBuffers layout");
 static_assert(offsetof(FusedArgs, rank) == sizeof(PeerBuffers), "FusedArgs layout");
 static_assert(offsetof(FusedArgs, timeout_ns) == sizeof(PeerBuffers) + 64, "FusedArgs layout");
 static_assert(offsetof(FusedArgs, input) == sizeof(PeerBuffers) + 72, "FusedArgs layout");
+static_assert(offsetof(FusedArgs, check_call) == sizeof(PeerBuffers) + 80, "FusedArgs layout");
 
 const char* to_string(Transport value) {
   switch (value) {
@@ -157,6 +160,7 @@ void Group::build_with_bootstrap() {
   require_agreement(b, "the dtype", options_.dtype ? jit::to_string(*options_.dtype) : "any");
   require_agreement(b, "the transport", to_string(options_.transport));
   require_agreement(b, "the timeout (ms)", std::to_string(options_.timeout.count()));
+  require_agreement(b, "check_calls", options_.check_calls ? "on" : "off");
   std::string opened;
   std::exception_ptr open_error;
   try {
@@ -349,11 +353,34 @@ unsigned Group::grid_for(const LaunchableKernel& k, int rows) const {
   return unsigned(std::max(1, std::min({rows, cap, kMaxBlocks})));
 }
 
+namespace {
+
+std::string describe_call(unsigned long long d) {
+  static const char* quants[] = {"none", "fp8", "fp8_mirror"};
+  return fmt::format("{} x {} {}{}, stage {}", call_tokens(d), call_hidden(d), call_bf16(d) ? "bf16" : "f16",
+                     call_epilogue(d) ? fmt::format(", quant {}, norm {}", quants[std::min(call_quant(d), 2u)],
+                                                    call_norm(d) ? "gemma" : "rms")
+                                      : " (plain all-reduce)",
+                     call_stage(d));
+}
+
+}  // namespace
+
 void Group::check() const {
   for (const auto& r : ranks_) {
     unsigned int code = 0;
     r->signal_.download(&code, sizeof(code), offsetof(Signal, error));
     if (code == 0) continue;
+    if (signal_error_kind(code) == kCallMismatch) {
+      unsigned long long calls[2] = {};
+      r->signal_.download(calls, sizeof(calls), offsetof(Signal, mismatch_mine));
+      const int peer = int(signal_error_rank(code));
+      throw CallMismatch(fmt::format("the ranks made different calls: rank {} called {}, rank {} called {}; every rank "
+                                     "must make the same call. Nothing was computed from the other rank's rows; "
+                                     "synchronise all ranks and call reset() before the next call",
+                                     r->index_, describe_call(calls[0]), peer, describe_call(calls[1])),
+                         r->index_, peer);
+    }
     const char* kinds[] = {"?", "entry", "middle", "exit"};
     const unsigned kind = signal_error_kind(code);
     throw PeerTimeout(fmt::format("rank {} did not arrive at the {} barrier of rank {} (block {}) within {} ms; "
@@ -462,6 +489,7 @@ FusedArgs Rank::fused_args(int tokens) const {
   f.rank = index_;
   f.tokens = tokens;
   f.timeout_ns = std::uint64_t(group_->options_.timeout.count()) * 1000000ull;
+  f.check_call = group_->options_.check_calls ? 1 : 0;
   return f;
 }
 

@@ -15,9 +15,11 @@
 //   +------------------------------------------+
 //
 // Calls are asynchronous on the caller's stream. Every rank must make the same sequence of
-// calls (same kind, tokens, hidden, dtype, modes); the kernels meet at barriers. A rank that
-// does not arrive makes the others give up after `timeout` and record the error; check()
-// turns it into PeerTimeout. After a timeout the signal state is inconsistent: synchronise
+// calls (same kind, tokens, hidden, dtype, modes); the kernels meet at barriers, where each
+// rank's call descriptor travels with its arrival and is compared before any peer row is read
+// (check_calls): a differing call is recorded, and check() turns it into CallMismatch naming
+// both ranks and both calls. A rank that does not arrive makes the others give up after
+// `timeout` and record the error; check() turns it into PeerTimeout. After a timeout the signal state is inconsistent: synchronise
 // every stream, then reset() before the next call (or make a new group).
 //
 // Which path a call takes (path_for): the custom one- or two-stage kernel when every rank
@@ -61,6 +63,10 @@ struct GroupOptions {
   std::optional<jit::DType> dtype;
   std::chrono::milliseconds timeout{5000};
   Transport transport = Transport::automatic;
+  // Compare every rank's call (tokens, hidden, dtype, quant, norm, stage) at the entry barrier
+  // of the custom kernels; every rank must agree. Off saves one 8-byte store per peer and
+  // block (measured: docs/performance-notes.md).
+  bool check_calls = true;
   cache::CacheOptions cache;
   std::optional<TuningTable> tuning;  // default: TuningTable::from_environment()
 };
@@ -155,9 +161,13 @@ class Group {
   std::optional<int> forced_stage() const { return forced_stage_; }
   const TuningTable& tuning() const { return tuning_; }
 
-  // Reads every rank's error word; throws PeerTimeout naming the rank that did not arrive.
-  // Call after the ranks' streams are synchronised.
+  // Reads every rank's error word; throws PeerTimeout naming the rank that did not arrive, or
+  // CallMismatch naming two ranks whose calls differ. Call after the ranks' streams are
+  // synchronised.
   void check() const;
+  // Turns the call check on or off for the calls that follow (benchmarks: its cost). With a
+  // bootstrap every rank must do the same, between the same calls.
+  void set_check_calls(bool on) { options_.check_calls = on; }
   // Clears signals, epochs and error words on every rank. No call may be in flight. With a
   // bootstrap, every rank calls it (it meets the others before and after).
   void reset();

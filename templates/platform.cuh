@@ -82,8 +82,9 @@ __device__ __forceinline__ u32 load_acquire_system(const u32* address) {
   return value;
 }
 
-// Records the first error only, so the host sees the original cause, not its echoes.
-__device__ __forceinline__ void record_error(u32* address, u32 code) { atomicCAS(address, 0u, code); }
+// Records the first error only, so the host sees the original cause, not its echoes; true
+// when this one was first.
+__device__ __forceinline__ bool record_error(u32* address, u32 code) { return atomicCAS(address, 0u, code) == 0u; }
 
 // Nanoseconds from a clock that runs at a fixed rate, for barrier timeouts.
 __device__ __forceinline__ u64 clock_ns() {

@@ -1,7 +1,11 @@
 // [gpu] The fused all-reduce with W virtual ranks on one GPU: every output bit-identical to
 // the CPU reference (rank-order fold, then the epilogue) on every rank, for both stages,
 // eager and graph; long runs; a missing rank gives PeerTimeout instead of a hang.
+#include <algorithm>
+#include <chrono>
 #include <memory>
+
+#include <fmt/format.h>
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/runtime/epilogue.hpp"
@@ -268,4 +272,69 @@ TEST_CASE("a rank that never launches gives PeerTimeout, then reset() recovers",
   g.poison();
   run_eager(g, c);
   require_outputs(g, c, expected, "after reset");
+}
+
+// Every rank must make the same call; one that differs is found at the entry barrier, before
+// any peer row is read: no output is written, check() names both ranks and both calls.
+TEST_CASE("a rank whose call differs gives CallMismatch naming both calls, writes nothing, then reset() recovers",
+          "[gpu][fused][mismatch]") {
+  const int world = GENERATE(2, 4, 8);
+  const int stage = GENERATE(1, 2);
+  const std::string differs = GENERATE(as<std::string>{}, "tokens", "hidden", "dtype", "quant", "norm", "all-reduce");
+  CAPTURE(world, stage, differs);
+  // A long timeout: the failing call must end through the check, not by running into it.
+  VirtualGroup g(world, std::chrono::milliseconds(20000));
+  g.group->force_stage(stage);
+  const int odd = world - 1;
+  const Case base{64, 2048, DType::bf16, Quant::fp8, Norm::rms};
+  Case other = base;
+  if (differs == "tokens") other.tokens = 200;
+  if (differs == "hidden") other.hidden = 4096;
+  if (differs == "dtype") other.dtype = DType::f16;
+  if (differs == "quant") other.quant = Quant::none;
+  if (differs == "norm") other.norm = Norm::gemma;
+  for (int r = 0; r < world; ++r) {
+    g.group->rank(r).prepare(base.hidden, base.dtype, base.quant, base.norm);
+    g.group->rank(r).prepare(other.hidden, other.dtype, other.quant, other.norm);
+  }
+  g.poison();
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < world; ++r) {
+    const Case& c = r == odd ? other : base;
+    auto a = g.args(r, c.tokens, c.hidden, c.dtype, c.quant, c.norm);
+    if (r == odd && differs == "all-reduce") {
+      AllreduceArgs plain;
+      plain.input = a.input, plain.out = a.out, plain.tokens = c.tokens, plain.hidden = c.hidden, plain.dtype = c.dtype;
+      g.group->rank(r).allreduce(plain, *g.ranks[size_t(r)].stream);
+    } else {
+      g.group->rank(r).allreduce_rmsnorm(a, *g.ranks[size_t(r)].stream);
+    }
+  }
+  for (auto& r : g.ranks) r.stream->synchronize();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  UNSCOPED_INFO("the mismatched call ended after " << seconds << " s (timeout 20 s)");
+  try {
+    g.group->check();
+    FAIL("no CallMismatch was raised");
+  } catch (const CallMismatch& e) {
+    CHECK(e.rank() == 0);
+    CHECK(e.peer() == odd);
+    const std::string mine = "rank 0 called 64 x 2048 bf16";
+    CHECK_THAT(e.what(), Catch::Contains(mine) && Catch::Contains(fmt::format("rank {} called {} x {}", odd, other.tokens, other.hidden)));
+  }
+  // Nothing was computed from rows nobody wrote: every output still holds the poison.
+  const size_t n = size_t(base.tokens) * base.hidden;
+  for (int r = 0; r < world; ++r) {
+    CAPTURE(r);
+    const auto out = g.ranks[size_t(r)].out.download<std::uint8_t>(n);
+    CHECK(std::all_of(out.begin(), out.end(), [](std::uint8_t b) { return b == kPoison; }));
+    const auto res = g.ranks[size_t(r)].residual_out.download<std::uint8_t>(n * 2);
+    CHECK(std::all_of(res.begin(), res.end(), [](std::uint8_t b) { return b == kPoison; }));
+  }
+  g.group->reset();
+  auto rng = test::fresh_rng();
+  const auto expected = prepare(g, base, rng);
+  g.poison();
+  run_eager(g, base);
+  require_outputs(g, base, expected, "after reset");
 }

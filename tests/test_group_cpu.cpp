@@ -118,3 +118,24 @@ TEST_CASE("a group of one rank without a GPU says the device is unavailable", "[
   o.max_tokens = 16, o.max_hidden = 4096;
   REQUIRE_THROWS_AS(Group(o), Unavailable);
 }
+
+TEST_CASE("call descriptors tell every field apart and decode to what was encoded", "[cpu][group]") {
+  const auto base = call_descriptor(2517, 6144, true, 1, 0, 1, true, 4);
+  CHECK(base != 0);
+  CHECK(call_tokens(base) == 2517);
+  CHECK(call_hidden(base) == 6144);
+  CHECK(call_bf16(base));
+  CHECK(call_quant(base) == 1);
+  CHECK(call_norm(base) == 0);
+  CHECK(call_stage(base) == 1);
+  CHECK(call_epilogue(base));
+  CHECK(call_world(base) == 4);
+  const std::vector<unsigned long long> others{
+      call_descriptor(2516, 6144, true, 1, 0, 1, true, 4), call_descriptor(2517, 6136, true, 1, 0, 1, true, 4),
+      call_descriptor(2517, 6144, false, 1, 0, 1, true, 4), call_descriptor(2517, 6144, true, 2, 0, 1, true, 4),
+      call_descriptor(2517, 6144, true, 1, 1, 1, true, 4), call_descriptor(2517, 6144, true, 1, 0, 2, true, 4),
+      call_descriptor(2517, 6144, true, 1, 0, 1, false, 4), call_descriptor(2517, 6144, true, 1, 0, 1, true, 8)};
+  for (auto d : others) CHECK(d != base);
+  CHECK(call_descriptor(0, 8, false, 0, 0, 1, false, 2) != 0);  // never the "unchecked" value
+  CHECK(call_hidden(call_descriptor(1, jit::kMaxHidden, true, 0, 0, 2, true, 8)) == unsigned(jit::kMaxHidden));
+}

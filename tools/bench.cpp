@@ -42,6 +42,8 @@ options:
   --quant LIST    output modes: none (T out), fp8 (default: none,fp8)
   --world N       ranks for fused/allreduce (default 4)
   --stage N       force 1 or 2 for fused (default: the tuning table)
+  --call-check-cost  (fused) also time the fused kernel with the cross-rank call check off,
+                  interleaved with the checked one, to show what the check costs
   --runs N        interleaved timed runs per row (default 7); --replays N graph replays per run
                   (default 20)
   --json FILE     write the rows as JSON
@@ -187,7 +189,7 @@ void emit(Report report, const CommandLine& cl) {
 }
 
 int bench_main(int argc, char** argv) {
-  CommandLine cl(argc, argv, {}, {"shapes", "quant", "world", "stage", "runs", "replays", "json", "svg", "peers", "tune", "hidden", "tokens"});
+  CommandLine cl(argc, argv, {"call-check-cost"}, {"shapes", "quant", "world", "stage", "runs", "replays", "json", "svg", "peers", "tune", "hidden", "tokens"});
   if (cl.positional().empty() || cl.positional().size() > 2) {
     throw UsageError("expected one mode: epilogue, fused, allreduce, compile or report FILE");
   }

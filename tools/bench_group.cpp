@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <memory>
 
 #include <fmt/format.h>
@@ -96,6 +97,12 @@ struct Workload {
     g.check();
   }
 
+  void poison_outputs() {
+    for (int r = 0; r < g.world(); ++r) {
+      for (auto* b : {&sets[size_t(r)][0].res_out, &sets[size_t(r)][0].out, &sets[size_t(r)][0].scales}) b->fill(0xff);
+    }
+  }
+
   // The rows' outputs (set 0 of every rank) against the reference epilogue.
   void compare_epilogue(Row& row) {
     reference::EpilogueConfig config{s.hidden, DType::bf16, q, jit::Norm::rms, 1e-6f, g.rank(0).device().target()};
@@ -147,9 +154,16 @@ std::vector<Row> bench_fused(const CommandLine& cl) {
     for (Quant q : parse_quants(cl.value("quant", "none,fp8"))) {
       Workload w(*group, s, q, rng);
       const int stage = group->stage_for(s.tokens, s.hidden);
-      const auto times = time_interleaved(group->rank(0).device(), w.streams,
-                                          {[&](int r, int c) { w.fused(r, c); }, [&](int r, int c) { w.unfused(r, c); }},
-                                          replays_of(cl), runs_of(cl));
+      std::vector<std::function<void(int, int)>> variants{[&](int r, int c) { w.fused(r, c); },
+                                                          [&](int r, int c) { w.unfused(r, c); }};
+      if (cl.has("call-check-cost")) {
+        variants.push_back([&](int r, int c) {
+          group->set_check_calls(false);
+          w.fused(r, c);
+          group->set_check_calls(true);
+        });
+      }
+      const auto times = time_interleaved(group->rank(0).device(), w.streams, variants, replays_of(cl), runs_of(cl));
       w.finish();
       // The last variant timed (unfused) wrote the outputs; run fused once more to check it.
       Row unfused{"unfused", world, s, out_name(q), times[1], double(w.rank_bytes * size_t(world))};
@@ -160,6 +174,18 @@ std::vector<Row> bench_fused(const CommandLine& cl) {
       w.compare_epilogue(fused);
       fused.resources = fused_resources(*group, s, q, stage);
       rows.push_back(fused), rows.push_back(unfused);
+      if (cl.has("call-check-cost")) {
+        Row unchecked{fmt::format("fused s{} no call check", stage), world, s, out_name(q), times[2],
+                      double(w.rank_bytes * size_t(world))};
+        w.poison_outputs();
+        group->set_check_calls(false);
+        for (int r = 0; r < world; ++r) w.fused(r, 0);
+        group->set_check_calls(true);
+        w.finish();
+        w.compare_epilogue(unchecked);
+        unchecked.resources = fused.resources;
+        rows.push_back(unchecked);
+      }
     }
   }
   return rows;
