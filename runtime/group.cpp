@@ -19,10 +19,9 @@
 namespace arfuse {
 
 // The kernels read these structs as laid out by the device compiler; pin the host's view.
-static_assert(offsetof(Signal, epoch) == kMaxBlocks * kMaxWorld * 4, "Signal layout");
-static_assert(offsetof(Signal, error) == (kMaxBlocks * kMaxWorld + kMaxBlocks) * 4, "Signal layout");
-static_assert(offsetof(Signal, call) == (kMaxBlocks * kMaxWorld + kMaxBlocks + 32) * 4, "Signal layout");
-static_assert(offsetof(Signal, mismatch_mine) == offsetof(Signal, call) + kMaxBlocks * kMaxWorld * 8, "Signal layout");
+static_assert(offsetof(Signal, epoch) == kMaxBlocks * kMaxWorld * 8, "Signal layout");
+static_assert(offsetof(Signal, error) == kMaxBlocks * kMaxWorld * 8 + kMaxBlocks * 4, "Signal layout");
+static_assert(offsetof(Signal, mismatch_mine) == offsetof(Signal, error) + 32 * 4, "Signal layout");
 static_assert(sizeof(Signal) == offsetof(Signal, mismatch_mine) + 16, "Signal layout");
 static_assert(sizeof(Signal::reserved) / 4 >= kMaxWorld, "the write test needs a reserved word per rank");
 static_assert(sizeof(PeerBuffers) == 3 * kMaxWorld * 8, "PeerBuffers layout");

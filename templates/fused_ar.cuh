@@ -23,7 +23,7 @@ namespace arfuse {
 // The fast path, where peers arrive within microseconds, never reads it.
 inline constexpr u64 kWatchErrorAfterNs = 20000;  // inline: an internal symbol would carry a per-process name
 
-// A peer's descriptor differs from ours: record it (the first error only) for the host.
+// A peer's call differs from ours: record it (the first error only) for the host.
 __device__ __forceinline__ void record_mismatch(Signal* self, int peer, u64 mine, u64 theirs) {
   if (record_error(&self->error, signal_error_code(kCallMismatch, blockIdx.x, peer))) {
     self->mismatch_mine = mine;
@@ -32,26 +32,28 @@ __device__ __forceinline__ void record_mismatch(Signal* self, int peer, u64 mine
 }
 
 // Announces `epoch` to every peer's slot for this block, then waits until every peer has
-// announced it here. Wrap-safe: a counter compares by signed difference. On timeout, writes
-// the error word naming the rank that did not arrive and returns false. With a call
-// descriptor (entry barrier, `call` != 0), it travels with the arrival and every peer's is
-// compared before any of its rows is read: a mismatch is an error, not garbage.
+// announced it here. Wrap-safe: epochs compare by wrapped difference. On timeout, writes the
+// error word naming the rank that did not arrive and returns false. The flag word also
+// carries this rank's call (`call`, 0 when unchecked): at the entry barrier (`check`) every
+// peer's is compared before any of its rows is read, and a mismatch is an error, not garbage.
+// The check costs no memory operation: the call rides in the store and the load the barrier
+// makes anyway.
 template <int W>
 __device__ __forceinline__ bool cross_rank_barrier(const PeerBuffers& peers, int rank, u32 epoch, u64 timeout_ns,
-                                                   u32 kind, u64 call, u32 error_at_start, int& failed) {
+                                                   u32 kind, u64 call, bool check, u32 error_at_start, int& failed) {
   __syncthreads();  // this block's reads and writes before the barrier are complete
   if (threadIdx.x < W) {
     const int peer = threadIdx.x;
     Signal* self = peers.signal[rank];
-    if (call != 0) peers.signal[peer]->call[blockIdx.x][rank] = call;  // ordered by the release below
     // Release: the staging/gather writes ordered before it by __syncthreads() are visible to
     // the peer before it sees the flag.
-    store_release_system(&peers.signal[peer]->flag[blockIdx.x][rank], epoch);
-    const u32* mine = &self->flag[blockIdx.x][peer];
+    store_release_system(&peers.signal[peer]->flag[blockIdx.x][rank], (call << kEpochBits) | (epoch & kEpochMask));
+    const u64* mine = &self->flag[blockIdx.x][peer];
     const u64 start = clock_ns();
     bool arrived = true;
+    u64 seen;
     // Acquire: once the peer's epoch is seen, its writes before its release are visible.
-    while (int(load_acquire_system(mine) - epoch) < 0) {
+    while (!epoch_reached(seen = load_acquire_system(mine), epoch)) {
       const u64 waited = clock_ns() - start;
       if (waited > timeout_ns) {
         record_error(&self->error, signal_error_code(kind, blockIdx.x, peer));
@@ -63,10 +65,7 @@ __device__ __forceinline__ bool cross_rank_barrier(const PeerBuffers& peers, int
         break;
       }
     }
-    if (arrived && call != 0) {
-      const u64 theirs = *static_cast<const volatile u64*>(&self->call[blockIdx.x][peer]);
-      if (theirs != call) record_mismatch(self, peer, call, theirs), arrived = false;
-    }
+    if (arrived && check && (seen >> kEpochBits) != call) record_mismatch(self, peer, call, seen >> kEpochBits), arrived = false;
     if (!arrived) failed = 1;
   }
   __syncthreads();  // the acquiring threads' view is now the whole block's
@@ -178,11 +177,11 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
   Signal* self = a.peers.signal[a.rank];
   u32 epoch = self->epoch[blockIdx.x];  // read by all before any write (the write is last)
   const u32 error_at_start = *static_cast<const volatile u32*>(&self->error);
-  const u64 call = a.check_call ? call_descriptor(a.tokens, H, kIsBf16<T>, QUANT, NORM, STAGE, EPILOGUE, W) : 0;
+  const u64 call = a.check_call ? call_descriptor(a.tokens, H, kIsBf16<T>, QUANT, NORM, STAGE, EPILOGUE) : 0;
   // The previous call's exit barrier guarantees no peer still reads the staging buffer.
   if (a.input != nullptr) stage_own_rows<T, H, THREADS, VPT, W, STAGE>(a);
 
-  if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierEntry, call, error_at_start, failed)) {
+  if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierEntry, call, call != 0, error_at_start, failed)) {
     if (STAGE == 1) {
       reduce_rows<T, H, THREADS, VPT, QUANT, NORM, W, EPILOGUE>(a, scratch);
     } else {
@@ -194,7 +193,7 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
 #pragma unroll
         for (int r = 0; r < W; ++r) store_row<T, H, THREADS, VPT>(static_cast<T*>(a.peers.gather[r]) + (long long)row * H, x);
       }
-      if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierMiddle, 0, error_at_start, failed)) {
+      if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierMiddle, call, false, error_at_start, failed)) {
         // The rows block b of every rank pushed, and no others: block b's barrier covers them.
         for (int r = 0; r < W; ++r) {
           const int begin = r * share, end = min(a.tokens, begin + share);
@@ -208,7 +207,7 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
         }
       }
     }
-    if (!failed) cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierExit, 0, error_at_start, failed);
+    if (!failed) cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierExit, call, false, error_at_start, failed);
   }
   if (threadIdx.x == 0) self->epoch[blockIdx.x] = epoch;
 }

@@ -62,9 +62,9 @@ __device__ __forceinline__ float shuffle_xor(float v, int lane_mask) {
 
 // Store with release semantics at system scope: every write this block made before the
 // preceding __syncthreads() is visible to a peer (another GPU or process) that acquires it.
-__device__ __forceinline__ void store_release_system(u32* address, u32 value) {
+__device__ __forceinline__ void store_release_system(u64* address, u64 value) {
 #if defined(ARFUSE_VENDOR_NVIDIA)
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(address), "r"(value) : "memory");
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
 #else
   __atomic_store_n(address, value, __ATOMIC_RELEASE);  // HIP's default scope is system
 #endif
@@ -72,10 +72,10 @@ __device__ __forceinline__ void store_release_system(u32* address, u32 value) {
 
 // Load with acquire semantics at system scope: after it (and the __syncthreads() that
 // follows), this block sees every write the releasing peer made before its release.
-__device__ __forceinline__ u32 load_acquire_system(const u32* address) {
-  u32 value;
+__device__ __forceinline__ u64 load_acquire_system(const u64* address) {
+  u64 value;
 #if defined(ARFUSE_VENDOR_NVIDIA)
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(value) : "l"(address) : "memory");
 #else
   value = __atomic_load_n(address, __ATOMIC_ACQUIRE);
 #endif

@@ -12,22 +12,31 @@ inline constexpr int kMaxWorld = 8;
 inline constexpr int kMaxBlocks = 1024;
 inline constexpr unsigned int kSignalLayoutVersion = 2;
 
+// A barrier flag carries two things in one 64-bit word, so that one release store publishes
+// both and one acquire load reads both: the barrier epoch, in bits 0-12, and the sender's call
+// (call_descriptor), in bits 13-63. Thirteen bits of epoch are plenty: a peer's flag is never
+// more than one barrier away from ours, and epochs compare by wrapped difference.
+inline constexpr int kEpochBits = 13;
+inline constexpr unsigned long long kEpochMask = (1ull << kEpochBits) - 1;
+
 struct Signal {
-  // flag[b][r]: the barrier epoch that block b of rank r last announced to this rank.
-  unsigned int flag[kMaxBlocks][kMaxWorld];
+  // flag[b][r]: what block b of rank r last announced to this rank (epoch and call, above).
+  unsigned long long flag[kMaxBlocks][kMaxWorld];
   // epoch[b]: this rank's barrier counter for block slot b; advanced by the kernel itself, so
   // graph replays need no host update.
   unsigned int epoch[kMaxBlocks];
   // 0, or the first barrier timeout or call mismatch seen by this rank (signal_error_* below).
   unsigned int error;
   unsigned int reserved[31];
-  // call[b][r]: the call descriptor block b of rank r published with its entry-barrier
-  // arrival (call_descriptor below), compared before any row of rank r is read.
-  unsigned long long call[kMaxBlocks][kMaxWorld];
-  // With a kCallMismatch error: this rank's descriptor and the differing peer's.
+  // With a kCallMismatch error: this rank's call and the differing peer's (call_descriptor).
   unsigned long long mismatch_mine;
   unsigned long long mismatch_theirs;
 };
+
+// Whether a flag shows `epoch` (or the barrier after it): the sign of the 13-bit difference.
+ARFUSE_HOST_DEVICE constexpr bool epoch_reached(unsigned long long flag, unsigned int epoch) {
+  return int((unsigned int)(flag - epoch) << (32 - kEpochBits)) >= 0;
+}
 
 // Error word: bit 31 set, kind in bits 24-27, block in bits 8-23, the peer rank in 0-7: the
 // one that did not arrive at a barrier, or whose call differs (kCallMismatch).
@@ -39,24 +48,25 @@ ARFUSE_HOST_DEVICE constexpr unsigned int signal_error_rank(unsigned int code) {
 ARFUSE_HOST_DEVICE constexpr unsigned int signal_error_block(unsigned int code) { return (code >> 8) & 0xffffu; }
 ARFUSE_HOST_DEVICE constexpr unsigned int signal_error_kind(unsigned int code) { return (code >> 24) & 0xfu; }
 
-// What a rank's call is, as its peers compare it: tokens (bits 0-31), hidden / 8 (32-47),
-// bf16 (48), quant mode (49-51), norm mode (52), stage - 1 (53), epilogue (54), world (55-58),
-// bit 63 set so that no descriptor is 0. Ranks whose calls differ would read rows nobody wrote.
+// What a rank's call is, as its peers compare it (51 bits): tokens (bits 0-31), hidden / 8 - 1
+// (32-43), bf16 (44), quant mode (45-47), norm mode (48), stage - 1 (49), epilogue (50). The
+// world size is the group's, agreed at creation. Ranks whose calls differ would read rows
+// nobody wrote. A call has tokens >= 1 (0 launches nothing), so 0 can mean "not checked".
 ARFUSE_HOST_DEVICE constexpr unsigned long long call_descriptor(unsigned tokens, unsigned hidden, bool bf16, unsigned quant,
-                                                                unsigned norm, unsigned stage, bool epilogue, unsigned world) {
-  return (1ull << 63) | tokens | (((unsigned long long)(hidden / 8) & 0xffffu) << 32) | ((unsigned long long)bf16 << 48) |
-         ((unsigned long long)(quant & 7u) << 49) | ((unsigned long long)(norm & 1u) << 52) |
-         ((unsigned long long)((stage - 1) & 1u) << 53) | ((unsigned long long)epilogue << 54) |
-         ((unsigned long long)(world & 15u) << 55);
+                                                                unsigned norm, unsigned stage, bool epilogue) {
+  return tokens | ((unsigned long long)((hidden / 8 - 1) & 0xfffu) << 32) | ((unsigned long long)bf16 << 44) |
+         ((unsigned long long)(quant & 7u) << 45) | ((unsigned long long)(norm & 1u) << 48) |
+         ((unsigned long long)((stage - 1) & 1u) << 49) | ((unsigned long long)epilogue << 50);
 }
 ARFUSE_HOST_DEVICE constexpr unsigned call_tokens(unsigned long long d) { return unsigned(d & 0xffffffffu); }
-ARFUSE_HOST_DEVICE constexpr unsigned call_hidden(unsigned long long d) { return unsigned((d >> 32) & 0xffffu) * 8; }
-ARFUSE_HOST_DEVICE constexpr bool call_bf16(unsigned long long d) { return (d >> 48) & 1u; }
-ARFUSE_HOST_DEVICE constexpr unsigned call_quant(unsigned long long d) { return unsigned((d >> 49) & 7u); }
-ARFUSE_HOST_DEVICE constexpr unsigned call_norm(unsigned long long d) { return unsigned((d >> 52) & 1u); }
-ARFUSE_HOST_DEVICE constexpr unsigned call_stage(unsigned long long d) { return unsigned((d >> 53) & 1u) + 1; }
-ARFUSE_HOST_DEVICE constexpr bool call_epilogue(unsigned long long d) { return (d >> 54) & 1u; }
-ARFUSE_HOST_DEVICE constexpr unsigned call_world(unsigned long long d) { return unsigned((d >> 55) & 15u); }
+ARFUSE_HOST_DEVICE constexpr unsigned call_hidden(unsigned long long d) { return (unsigned((d >> 32) & 0xfffu) + 1) * 8; }
+ARFUSE_HOST_DEVICE constexpr bool call_bf16(unsigned long long d) { return (d >> 44) & 1u; }
+ARFUSE_HOST_DEVICE constexpr unsigned call_quant(unsigned long long d) { return unsigned((d >> 45) & 7u); }
+ARFUSE_HOST_DEVICE constexpr unsigned call_norm(unsigned long long d) { return unsigned((d >> 48) & 1u); }
+ARFUSE_HOST_DEVICE constexpr unsigned call_stage(unsigned long long d) { return unsigned((d >> 49) & 1u) + 1; }
+ARFUSE_HOST_DEVICE constexpr bool call_epilogue(unsigned long long d) { return (d >> 50) & 1u; }
+static_assert((call_descriptor(0xffffffffu, 32768, true, 7, 1, 2, true) >> (64 - kEpochBits)) == 0,
+              "a call descriptor must fit above the epoch bits of a flag");
 
 // The pointers a kernel needs to reach every rank's buffers, passed by value.
 struct PeerBuffers {

@@ -119,8 +119,9 @@ TEST_CASE("a group of one rank without a GPU says the device is unavailable", "[
   REQUIRE_THROWS_AS(Group(o), Unavailable);
 }
 
-TEST_CASE("call descriptors tell every field apart and decode to what was encoded", "[cpu][group]") {
-  const auto base = call_descriptor(2517, 6144, true, 1, 0, 1, true, 4);
+TEST_CASE("call descriptors tell every field apart, decode to what was encoded and fit above the epoch",
+          "[cpu][group]") {
+  const auto base = call_descriptor(2517, 6144, true, 1, 0, 1, true);
   CHECK(base != 0);
   CHECK(call_tokens(base) == 2517);
   CHECK(call_hidden(base) == 6144);
@@ -129,13 +130,26 @@ TEST_CASE("call descriptors tell every field apart and decode to what was encode
   CHECK(call_norm(base) == 0);
   CHECK(call_stage(base) == 1);
   CHECK(call_epilogue(base));
-  CHECK(call_world(base) == 4);
   const std::vector<unsigned long long> others{
-      call_descriptor(2516, 6144, true, 1, 0, 1, true, 4), call_descriptor(2517, 6136, true, 1, 0, 1, true, 4),
-      call_descriptor(2517, 6144, false, 1, 0, 1, true, 4), call_descriptor(2517, 6144, true, 2, 0, 1, true, 4),
-      call_descriptor(2517, 6144, true, 1, 1, 1, true, 4), call_descriptor(2517, 6144, true, 1, 0, 2, true, 4),
-      call_descriptor(2517, 6144, true, 1, 0, 1, false, 4), call_descriptor(2517, 6144, true, 1, 0, 1, true, 8)};
+      call_descriptor(2516, 6144, true, 1, 0, 1, true), call_descriptor(2517 + 8192, 6144, true, 1, 0, 1, true),
+      call_descriptor(2517, 6136, true, 1, 0, 1, true), call_descriptor(2517, 6144, false, 1, 0, 1, true),
+      call_descriptor(2517, 6144, true, 2, 0, 1, true), call_descriptor(2517, 6144, true, 1, 1, 1, true),
+      call_descriptor(2517, 6144, true, 1, 0, 2, true), call_descriptor(2517, 6144, true, 1, 0, 1, false)};
   for (auto d : others) CHECK(d != base);
-  CHECK(call_descriptor(0, 8, false, 0, 0, 1, false, 2) != 0);  // never the "unchecked" value
-  CHECK(call_hidden(call_descriptor(1, jit::kMaxHidden, true, 0, 0, 2, true, 8)) == unsigned(jit::kMaxHidden));
+  const auto largest = call_descriptor(0xffffffffu, jit::kMaxHidden, true, 7, 1, 2, true);
+  CHECK(call_tokens(largest) == 0xffffffffu);
+  CHECK(call_hidden(largest) == unsigned(jit::kMaxHidden));
+  CHECK((largest << kEpochBits) >> kEpochBits == largest);  // nothing lost in the flag word
+}
+
+TEST_CASE("flag epochs compare by wrapped 13-bit difference, whatever call rides above them", "[cpu][group]") {
+  const unsigned long long call = call_descriptor(64, 2048, true, 1, 0, 1, true) << kEpochBits;
+  for (unsigned epoch : {1u, 2u, 8191u, 8192u, 8193u, 123456789u, 0xffffffffu}) {
+    CAPTURE(epoch);
+    const unsigned long long at = call | (epoch & kEpochMask), next = call | ((epoch + 1) & kEpochMask),
+                             before = call | ((epoch - 1) & kEpochMask);
+    CHECK(epoch_reached(at, epoch));
+    CHECK(epoch_reached(next, epoch));  // the peer is already at the following barrier
+    CHECK_FALSE(epoch_reached(before, epoch));
+  }
 }
