@@ -19,9 +19,8 @@
 namespace arfuse {
 
 // After this long at a barrier a block also watches its rank's error word: once another block
-// of the rank has failed (a mismatched call, a timeout), waiting on is pointless. An error word
-// left from an earlier call counts too: after an error every rank must reset() anyway. The
-// fast path, where peers arrive within microseconds, never reads it.
+// of the rank has failed this call (a mismatched call, a timeout), waiting on is pointless.
+// The fast path, where peers arrive within microseconds, never reads it.
 inline constexpr u64 kWatchErrorAfterNs = 20000;  // inline: an internal symbol would carry a per-process name
 
 // A peer's call differs from ours: record it (the first error only) for the host.
@@ -41,7 +40,7 @@ __device__ __forceinline__ void record_mismatch(Signal* self, int peer, u64 mine
 // makes anyway.
 template <int W>
 __device__ __forceinline__ bool cross_rank_barrier(const PeerBuffers& peers, int rank, u32 epoch, u64 timeout_ns,
-                                                   u32 kind, u64 call, bool check, int& failed) {
+                                                   u32 kind, u64 call, bool check, u32 error_at_start, int& failed) {
   __syncthreads();  // this block's reads and writes before the barrier are complete
   if (threadIdx.x < W) {
     const int peer = threadIdx.x;
@@ -61,7 +60,7 @@ __device__ __forceinline__ bool cross_rank_barrier(const PeerBuffers& peers, int
         arrived = false;
         break;
       }
-      if (waited > kWatchErrorAfterNs && *static_cast<const volatile u32*>(&self->error) != 0) {
+      if (waited > kWatchErrorAfterNs && *static_cast<const volatile u32*>(&self->error) != error_at_start) {
         arrived = false;
         break;
       }
@@ -177,11 +176,12 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
   if (threadIdx.x == 0) failed = 0;
   Signal* self = a.peers.signal[a.rank];
   u32 epoch = self->epoch[blockIdx.x];  // read by all before any write (the write is last)
+  const u32 error_at_start = *static_cast<const volatile u32*>(&self->error);
   const u64 call = a.check_call ? call_descriptor(a.tokens, H, kIsBf16<T>, QUANT, NORM, STAGE, EPILOGUE) : 0;
   // The previous call's exit barrier guarantees no peer still reads the staging buffer.
   if (a.input != nullptr) stage_own_rows<T, H, THREADS, VPT, W, STAGE>(a);
 
-  if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierEntry, call, call != 0, failed)) {
+  if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierEntry, call, call != 0, error_at_start, failed)) {
     if (STAGE == 1) {
       reduce_rows<T, H, THREADS, VPT, QUANT, NORM, W, EPILOGUE>(a, scratch);
     } else {
@@ -193,7 +193,7 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
 #pragma unroll
         for (int r = 0; r < W; ++r) store_row<T, H, THREADS, VPT>(static_cast<T*>(a.peers.gather[r]) + (long long)row * H, x);
       }
-      if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierMiddle, call, false, failed)) {
+      if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierMiddle, call, false, error_at_start, failed)) {
         // The rows block b of every rank pushed, and no others: block b's barrier covers them.
         for (int r = 0; r < W; ++r) {
           const int begin = r * share, end = min(a.tokens, begin + share);
@@ -207,7 +207,7 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
         }
       }
     }
-    if (!failed) cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierExit, call, false, failed);
+    if (!failed) cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierExit, call, false, error_at_start, failed);
   }
   if (threadIdx.x == 0) self->epoch[blockIdx.x] = epoch;
 }
