@@ -1,4 +1,4 @@
-// The CPU reference model of the numeric contract (shared/design.md), bit for bit: the rank
+// The CPU reference model of the numeric contract (docs/numeric-contract.md), bit for bit: the rank
 // order fold, residual add, RMSNorm with the device's exact reduction tree (it follows
 // jit::block_shape and the target's warp size), per-token FP8. Tensors are raw bits: T is
 // f16/bf16 as uint16_t, fp8 as uint8_t.

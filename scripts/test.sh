@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds everything and runs the [cpu] tests (and, on a machine with a GPU, the [gpu] tests),
+# Installs what is missing, builds everything and runs the [cpu] tests (and, on a machine with a GPU, the [gpu] tests),
 # plus the downstream find_package(arfuse) check against an install tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+./scripts/setup-deps.sh
 build=${BUILD_DIR:-build}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j"$(nproc)"
