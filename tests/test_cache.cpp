@@ -29,15 +29,8 @@ namespace {
 
 jit::KernelSpec spec(const char* text) { return jit::KernelSpec::parse(text); }
 
-std::vector<std::uint8_t> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<std::uint8_t>(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_file(const std::string& path, const std::vector<std::uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-}
+using test::read_file;
+using test::write_file;
 
 CacheOptions options_for(const std::string& dir) {
   CacheOptions o;

@@ -48,15 +48,8 @@ void write_text(const std::string& path, const std::string& text) {
   out << text;
 }
 
-std::vector<std::uint8_t> read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<std::uint8_t>(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-}
+using test::read_file;
+using test::write_file;
 
 struct PlantedEntry {
   std::string path;
@@ -77,7 +70,7 @@ PlantedEntry one_entry(const std::string& dir) {
 
 // Replaces the entry at `path` with a hostile thing of the given kind.
 void plant(const std::string& kind, const std::string& path) {
-  const auto good = read_bytes(path);
+  const auto good = read_file(path);
   REQUIRE(::unlink(path.c_str()) == 0);
   if (kind == "overflowing sizes") {
     // name size 0xFFFFFFFF and a payload size chosen so that 128 + N + J + P wraps to the file size.
@@ -87,14 +80,14 @@ void plant(const std::string& kind, const std::string& path) {
     const std::uint64_t payload = std::uint64_t(bad.size()) - 128 - name - metadata;  // wraps on purpose
     std::memcpy(bad.data() + 12, &name, 4);
     std::memcpy(bad.data() + 24, &payload, 8);
-    write_bytes(path, bad);
+    write_file(path, bad);
   } else if (kind == "FIFO") {
     REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
   } else if (kind == "link to /dev/zero") {
     REQUIRE(::symlink("/dev/zero", path.c_str()) == 0);
   } else if (kind == "2 GiB file") {
     // A valid header, then a sparse 2 GiB: judged from the header alone, never read.
-    write_bytes(path, std::vector<std::uint8_t>(good.begin(), good.begin() + 128));
+    write_file(path, std::vector<std::uint8_t>(good.begin(), good.begin() + 128));
     REQUIRE(::truncate(path.c_str(), 2ll << 30) == 0);
   } else if (kind == "folder with contents") {
     REQUIRE(::mkdir(path.c_str(), 0700) == 0);
@@ -141,7 +134,7 @@ TEST_CASE("hostile files named like an entry are refused by name, removed by the
   const std::string dir = test::fresh_dir();
   const PlantedEntry planted = one_entry(dir);
   const std::string path = planted.path;
-  const auto good = read_bytes(path);
+  const auto good = read_file(path);
   plant(kind, path);
 
   const auto checked = DiskCache::check(path);
@@ -170,20 +163,20 @@ TEST_CASE("hostile files named like an entry are refused by name, removed by the
     CHECK(c.get(jit::KernelSpec::parse("token_quant/h2048/bf16/sm_90")).origin == CodeOrigin::compiled);
     CHECK(c.disk()->stats().rejected == 1);
     CHECK(c.disk()->writable());  // a bad entry never turns the disk off
-    CHECK(read_bytes(path) == good);
+    CHECK(read_file(path) == good);
   }
   SECTION("a writer publishes over it (a folder is removed first)") {
     DiskCache disk(dir);
     CHECK(disk.put(planted.kernel.source_digest, planted.kernel.entry));
     CHECK(disk.writable());
-    CHECK(read_bytes(path) == good);
+    CHECK(read_file(path) == good);
   }
 }
 
 TEST_CASE("writers' temporaries: counted, capped, stale ones removed, all removed by clear", "[cpu][cache][hostile][nvrtc]") {
   const std::string dir = test::fresh_dir();
   const std::string entry = one_entry(dir).path;
-  const std::uint64_t entry_bytes = read_bytes(entry).size();
+  const std::uint64_t entry_bytes = read_file(entry).size();
   const std::string stale = dir + "/.tmp-dead-writer.123.abc", fresh = dir + "/.tmp-live-writer.456.def";
   write_text(stale, std::string(1000, 's'));
   write_text(fresh, std::string(500, 'f'));
@@ -238,7 +231,7 @@ TEST_CASE("warmup exits 0 only when every spec is stored, 1 saying why when not,
   SECTION("everything stored: 0, and the report says stored") {
     const auto w = run(warmup + dir + " --json " + scratch + "/report.json");
     CHECK(w.status == 0);
-    const auto report = nlohmann::json::parse(read_bytes(scratch + "/report.json"));
+    const auto report = nlohmann::json::parse(read_file(scratch + "/report.json"));
     CHECK(report.at("stored") == 6);
     CHECK(DiskCache(dir).list().size() == 6);
   }
