@@ -39,11 +39,11 @@ KernelCache::KernelCache(CacheOptions options) : options_(std::move(options)) {
   if (options_.use_disk) disk_ = std::make_unique<DiskCache>(options_.dir, options_.max_bytes);
 }
 
-std::shared_ptr<const jit::Compiler> KernelCache::compiler(jit::Vendor vendor) {
+std::shared_ptr<const jit::Compiler> KernelCache::compiler(const jit::Target& target) {
   if (!options_.allow_compile) {
     throw Unavailable("compiling is disabled (ARFUSE_COMPILE=0 or CacheOptions::allow_compile)");
   }
-  return jit::compiler_for(vendor);
+  return jit::compiler_for(target);
 }
 
 CompiledKernel KernelCache::get(const jit::KernelSpec& spec) {
@@ -51,7 +51,7 @@ CompiledKernel KernelCache::get(const jit::KernelSpec& spec) {
   std::shared_ptr<const jit::Compiler> backend;
   std::string unavailable;
   try {
-    backend = compiler(source.spec.target.vendor());
+    backend = compiler(source.spec.target);
   } catch (const Unavailable& e) {
     unavailable = e.what();
   }

@@ -52,8 +52,8 @@ class KernelCache {
   // False with ARFUSE_COMPILE=0 or CacheOptions::allow_compile = false: served from disk only.
   bool compile_allowed() const { return options_.allow_compile; }
   KernelCacheStats stats() const;
-  // The compiler for a vendor, loaded on first use; throws Unavailable.
-  std::shared_ptr<const jit::Compiler> compiler(jit::Vendor vendor);
+  // The compiler for a target, loaded on first use; throws Unavailable or UnsupportedTarget.
+  std::shared_ptr<const jit::Compiler> compiler(const jit::Target& target);
 
  private:
   std::shared_ptr<const CompiledKernel> produce(const jit::Source& source, const Digest& source_digest,

@@ -25,8 +25,21 @@ void require_target(const Compiler& compiler, const Target& target) {
                                       target.name(), compiler.identity(), list));
 }
 
-std::shared_ptr<const Compiler> compiler_for(Vendor vendor) {
-  return vendor == Vendor::nvidia ? nvrtc_compiler() : hiprtc_compiler();
+std::shared_ptr<const Compiler> compiler_for(const Target& target) {
+  if (target.vendor() == Vendor::nvidia) return nvrtc_compiler();
+  std::string hiprtc_refusal;
+  try {
+    auto hiprtc = hiprtc_compiler();
+    if (hiprtc->supports(target)) return hiprtc;
+    hiprtc_refusal = fmt::format("{} does not know {}", hiprtc->identity(), target.name());
+  } catch (const Unavailable& e) {
+    hiprtc_refusal = e.what();
+  }
+  try {
+    return amd_clang_compiler();
+  } catch (const Unavailable& e) {
+    throw UnsupportedTarget(fmt::format("no compiler for {}: {}; and {}", target.name(), hiprtc_refusal, e.what()));
+  }
 }
 
 }  // namespace arfuse::jit

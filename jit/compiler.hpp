@@ -33,11 +33,17 @@ class Compiler {
   virtual CompiledCode compile(const Source& source) const = 0;
 };
 
-// The backend for a vendor; loaded once per process. Throws Unavailable when its library is
-// missing.
-std::shared_ptr<const Compiler> compiler_for(Vendor vendor);
+// The backend for a target: NVRTC for NVIDIA; for AMD, hiprtc where it knows the target, else
+// the clang back end. Loaded once per process. Throws Unavailable when no backend can be
+// loaded, UnsupportedTarget when the ones that load cannot build the target.
+std::shared_ptr<const Compiler> compiler_for(const Target& target);
 std::shared_ptr<const Compiler> nvrtc_compiler();
 std::shared_ptr<const Compiler> hiprtc_compiler();
+// Any clang with the AMDGPU back end: ARFUSE_AMD_CLANG, else the one scripts/setup-deps.sh
+// installs in .deps/ (jit/amd_clang_compiler.cpp).
+std::shared_ptr<const Compiler> amd_clang_compiler();
+// The machine code the clang back end makes for `source`, as assembly text (tests, reports).
+std::string amd_clang_assembly(const Source& source);
 
 // Throws UnsupportedTarget naming the target, the compiler and the targets it does support.
 void require_target(const Compiler& compiler, const Target& target);

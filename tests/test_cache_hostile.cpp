@@ -265,7 +265,8 @@ TEST_CASE("warmup exits 0 only when every spec is stored, 1 saying why when not,
     REQUIRE(::chmod(scratch.c_str(), 0777) == 0);
     const std::vector<std::pair<std::string, std::string>> cases{
         {"ARFUSE_CACHE_MAX_BYTES=lots " + warmup + dir, "ARFUSE_CACHE_MAX_BYTES='lots' is not a byte count"},
-        {kWarmup + " --config " + dir + " --cache-dir " + dir, "is not a file"},
+        {kWarmup + " --config " + dir + " --cache-dir " + dir, "is a folder, not a file"},
+        {kWarmup + " --config " + scratch + "/missing.json --cache-dir " + dir, "cannot read config file"},
         {kWarmup + " --config " + scratch + "/hidden.json --cache-dir " + dir, "4294967304 is out of range for hidden"},
         {kWarmup + " --config " + scratch + "/world.json --cache-dir " + dir, "4294967300 is out of range for world"},
         {warmup + dir + " --jobs 99999999999999999999", "--jobs must be a whole number from 1 to 1024"},
@@ -281,26 +282,12 @@ TEST_CASE("warmup exits 0 only when every spec is stored, 1 saying why when not,
     }
   }
   SECTION("a target the compiler cannot build for is one error for the whole target") {
-    CacheOptions o;
-    o.use_disk = false;
-    KernelCache c(o);
-    std::string refused = "gfx1250";
-    try {
-      const auto known = c.compiler(jit::Vendor::amd)->supported_targets();
-      for (const char* t : {"gfx1250", "gfx950", "gfx942", "gfx1201"}) {
-        if (std::find(known.begin(), known.end(), t) == known.end()) refused = t;
-      }
-    } catch (const Unavailable&) {
-      // no hiprtc at all: every AMD target is refused for that reason
-    }
+    // sm_71: NVRTC refuses it; gfx1999: no hiprtc or clang knows it.
+    const std::string refused = GENERATE(as<std::string>{}, "sm_71", "gfx1999");
     CAPTURE(refused);
-    const auto w = run(kWarmup + " --quiet --target " + refused + " --target sm_90 --cache-dir " + dir + " --dry-run");
-    const auto specs = std::count(w.output.begin(), w.output.end(), '\n') - 1;  // the specs of both targets
-    const std::string one_target = kWarmup + " --quiet --target " + refused + " --cache-dir " + dir;
-    const auto r = run(one_target);
+    const auto r = run(kWarmup + " --quiet --target " + refused + " --cache-dir " + dir);
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Contains("FAILED target " + refused + " (686 specs not attempted)"));
-    CHECK(std::count(r.output.begin(), r.output.end(), '\n') < 10);  // not one line per spec
-    CHECK(specs == 2 * 686);
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') < 12);  // not one line per spec
   }
 }

@@ -81,8 +81,8 @@ std::vector<jit::KernelSpec> select_specs(const CommandLine& cl) {
   std::vector<jit::KernelSpec> specs;
   if (cl.has("config")) {
     struct stat st {};
-    if (::stat(cl.value("config").c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      throw UsageError(fmt::format("--config {} is not a file", cl.value("config")));
+    if (::stat(cl.value("config").c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      throw UsageError(fmt::format("--config {} is a folder, not a file", cl.value("config")));
     }
     std::ifstream in(cl.value("config"));
     if (!in) throw UsageError(fmt::format("cannot read config file {}", cl.value("config")));
@@ -133,7 +133,7 @@ std::map<std::string, std::string> refused_targets(const std::vector<jit::Kernel
     for (const auto& [name, target] : targets) {
       if (!cache.compile_allowed()) break;  // served from disk only: nothing to refuse up front
       try {
-        jit::require_target(*cache.compiler(target.vendor()), target);
+        jit::require_target(*cache.compiler(target), target);
       } catch (const Error& e) {
         out[name] = e.what();
       }

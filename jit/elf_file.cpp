@@ -1,0 +1,93 @@
+#include "arfuse/jit/elf_file.hpp"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "arfuse/base/error.hpp"
+
+namespace arfuse::jit {
+namespace {
+
+struct SectionHeader {
+  std::uint32_t name, type;
+  std::uint64_t flags, address, offset, size;
+  std::uint32_t link, info;
+  std::uint64_t alignment, entry_size;
+};
+static_assert(sizeof(SectionHeader) == 64, "ELF64 section header");
+
+constexpr std::uint32_t kSymbolTable = 2, kNote = 7;
+
+template <typename T>
+T read_at(const std::vector<std::uint8_t>& file, std::uint64_t offset) {
+  if (offset > file.size() || file.size() - offset < sizeof(T)) {
+    throw Error(fmt::format("malformed ELF file: read of {} bytes at {} past its end ({} bytes)", sizeof(T), offset, file.size()));
+  }
+  T value;
+  std::memcpy(&value, file.data() + offset, sizeof(T));
+  return value;
+}
+
+std::vector<SectionHeader> sections(const std::vector<std::uint8_t>& file) {
+  if (file.size() < 64 || std::memcmp(file.data(), "\x7f" "ELF", 4) != 0 || file[4] != 2 || file[5] != 1) {
+    throw Error("not a little-endian ELF64 file");
+  }
+  const auto offset = read_at<std::uint64_t>(file, 0x28);
+  const auto entry = read_at<std::uint16_t>(file, 0x3A), count = read_at<std::uint16_t>(file, 0x3C);
+  if (entry != sizeof(SectionHeader)) throw Error(fmt::format("malformed ELF file: section header size {}", entry));
+  std::vector<SectionHeader> out;
+  for (std::uint16_t i = 0; i < count; ++i) out.push_back(read_at<SectionHeader>(file, offset + std::uint64_t(i) * entry));
+  return out;
+}
+
+std::string string_at(const std::vector<std::uint8_t>& file, const SectionHeader& table, std::uint32_t index) {
+  if (index >= table.size || table.offset > file.size() || table.size > file.size() - table.offset) {
+    throw Error("malformed ELF file: string index outside its table");
+  }
+  const char* begin = reinterpret_cast<const char*>(file.data() + table.offset + index);
+  return std::string(begin, strnlen(begin, table.size - index));
+}
+
+}  // namespace
+
+std::uint16_t elf_machine(const std::vector<std::uint8_t>& file) {
+  sections(file);  // validates the header
+  return read_at<std::uint16_t>(file, 0x12);
+}
+
+std::vector<std::string> elf_symbol_names(const std::vector<std::uint8_t>& file) {
+  const auto all = sections(file);
+  std::vector<std::string> names;
+  for (const auto& s : all) {
+    if (s.type != kSymbolTable) continue;
+    if (s.link >= all.size() || s.entry_size != 24) throw Error("malformed ELF file: symbol table");
+    for (std::uint64_t at = 0; at + 24 <= s.size; at += 24) {
+      const auto name = read_at<std::uint32_t>(file, s.offset + at);
+      if (name != 0) names.push_back(string_at(file, all[s.link], name));
+    }
+  }
+  return names;
+}
+
+std::vector<ElfNote> elf_notes(const std::vector<std::uint8_t>& file) {
+  std::vector<ElfNote> notes;
+  for (const auto& s : sections(file)) {
+    if (s.type != kNote) continue;
+    for (std::uint64_t at = s.offset; at + 12 <= s.offset + s.size;) {
+      const auto name_size = read_at<std::uint32_t>(file, at), desc_size = read_at<std::uint32_t>(file, at + 4);
+      ElfNote note;
+      note.type = read_at<std::uint32_t>(file, at + 8);
+      const std::uint64_t name_at = at + 12, desc_at = name_at + ((std::uint64_t(name_size) + 3) & ~3ull);
+      const std::uint64_t end = desc_at + ((std::uint64_t(desc_size) + 3) & ~3ull);
+      if (end > file.size() || end > s.offset + s.size) throw Error("malformed ELF file: note past its section");
+      note.name.assign(reinterpret_cast<const char*>(file.data() + name_at), strnlen(reinterpret_cast<const char*>(file.data() + name_at), name_size));
+      note.description.assign(file.begin() + long(desc_at), file.begin() + long(desc_at + desc_size));
+      notes.push_back(std::move(note));
+      at = end;
+    }
+  }
+  return notes;
+}
+
+}  // namespace arfuse::jit
