@@ -123,12 +123,19 @@ class AmdClangCompiler final : public Compiler {
     if (targets_.empty()) throw Unavailable(fmt::format("{} knows no AMD target: it has no AMDGPU back end", path_));
     const std::string prelude = load_template(kPrelude).text;
     prelude_ = prelude;
-    identity_ = fmt::format("clang {} ({}{}), prelude {}", version.substr(0, version.find(' ')), is_zig(path_) ? "zig " : "",
-                            path_.substr(path_.rfind('/') + 1), to_hex(sha256(prelude.data(), prelude.size())).substr(0, 16));
+    // The whole version line: a vendor's build (ROCm's "roc-6.0.0 ...") differs in its tail.
+    identity_ = fmt::format("clang {}{}, prelude {}", version, is_zig(path_) ? " (zig " + zig_version() + ")" : "",
+                            to_hex(sha256(prelude.data(), prelude.size())).substr(0, 16));
   }
 
   Vendor vendor() const override { return Vendor::amd; }
   const std::string& identity() const override { return identity_; }
+
+  std::string zig_version() const {
+    const auto r = run_process({path_, "version"}, std::chrono::seconds(60));
+    std::string v = r.output.substr(0, r.output.find('\n'));
+    return r.exit_code == 0 && !v.empty() ? v : "version unknown";
+  }
   std::vector<std::string> supported_targets() const override { return targets_; }
 
   CompiledCode compile(const Source& source) const override {
