@@ -115,8 +115,8 @@ std::vector<jit::KernelSpec> select_specs(const CommandLine& cl) {
 }
 
 // Which targets of the set the compilers refuse outright (not installed, or an ISA they do not
-// know): target name -> why. Asked in a child process, so that loading a compiler library
-// (HIP's starts threads) happens in no process that forks workers afterwards.
+// know): target name -> why. Asked in a child process: a compiler library may start threads
+// when it loads, and this process forks the workers afterwards.
 std::map<std::string, std::string> refused_targets(const std::vector<jit::KernelSpec>& specs) {
   std::map<std::string, jit::Target> targets;
   for (const auto& s : specs) targets.emplace(s.target.name(), s.target);
