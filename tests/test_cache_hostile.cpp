@@ -113,6 +113,12 @@ const char* expected_problem(const std::string& kind) {
   return "a socket, not a file";
 }
 
+int count_of(const std::string& text, const std::string& word) {
+  int n = 0;
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
+  return n;
+}
+
 bool exists(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0;
@@ -290,4 +296,26 @@ TEST_CASE("warmup exits 0 only when every spec is stored, 1 saying why when not,
     CHECK_THAT(r.output, Contains("FAILED target " + refused + " (686 specs not attempted)"));
     CHECK(std::count(r.output.begin(), r.output.end(), '\n') < 12);  // not one line per spec
   }
+}
+
+TEST_CASE("stat, ls and verify agree on swapped entries (each a good entry under the other's name)",
+          "[cpu][cache][hostile][nvrtc]") {
+  const std::string dir = test::fresh_dir();
+  CacheOptions o;
+  o.dir = dir;
+  KernelCache c(o);
+  c.get(jit::KernelSpec::parse("token_quant/h2048/bf16/sm_90"));
+  c.get(jit::KernelSpec::parse("token_quant/h4096/bf16/sm_90"));
+  const auto entries = DiskCache(dir).list();
+  REQUIRE(entries.size() == 2);
+  const auto a = read_file(entries[0].path), b = read_file(entries[1].path);
+  write_file(entries[0].path, b);
+  write_file(entries[1].path, a);
+  const auto stat = run(kCacheTool + " --cache-dir " + dir + " stat");
+  CHECK_THAT(stat.output, Contains("entries: 2 (2 bad"));
+  const auto ls = run(kCacheTool + " --cache-dir " + dir + " ls");
+  CHECK(count_of(ls.output, "BAD: key in the header does not match the file name") == 2);
+  const auto verify = run(kCacheTool + " --cache-dir " + dir + " verify");
+  CHECK(verify.status == 1);
+  CHECK_THAT(verify.output, Contains("0 good, 2 bad"));
 }
