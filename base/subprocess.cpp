@@ -38,17 +38,17 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
   return out;
 }
 
-// The child: stdout and stderr to the pipe, then exec; 127 when exec fails.
-[[noreturn]] void exec_child(std::vector<std::string> argv, std::vector<std::string> env, int out) {
+// The child: stdout and stderr to the pipe, then exec; 127 when exec fails. Only
+// async-signal-safe calls here: the parent may have other threads (one may hold malloc's lock),
+// so everything is prepared before fork().
+[[noreturn]] void exec_child(char* const* argv, char* const* envp, int out) {
   ::dup2(out, STDOUT_FILENO);
   ::dup2(out, STDERR_FILENO);
   const int null = ::open("/dev/null", O_RDONLY);
   if (null >= 0) ::dup2(null, STDIN_FILENO);
-  auto args = pointers(argv);
-  auto envp = pointers(env);
-  ::execvpe(args[0], args.data(), envp.data());
-  const std::string why = fmt::format("cannot run {}: {}\n", argv[0], std::strerror(errno));
-  (void)!::write(STDERR_FILENO, why.data(), why.size());
+  ::execvpe(argv[0], argv, envp);
+  static const char kFailed[] = "cannot run the program (exec failed)\n";
+  (void)!::write(STDERR_FILENO, kFailed, sizeof(kFailed) - 1);
   ::_exit(127);
 }
 
@@ -60,12 +60,15 @@ ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::mil
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(fmt::format("pipe failed: {}", std::strerror(errno)));
   auto env = environment_with(extra_environment);
+  auto program = argv;
+  const auto args = pointers(program);
+  const auto envp = pointers(env);
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]), ::close(fds[1]);
     throw Error(fmt::format("cannot start {}: fork failed: {}", argv[0], std::strerror(errno)));
   }
-  if (pid == 0) exec_child(argv, env, fds[1]);
+  if (pid == 0) exec_child(args.data(), envp.data(), fds[1]);
   ::close(fds[1]);
   ProcessResult result;
   const auto deadline = Clock::now() + timeout;
@@ -91,6 +94,9 @@ ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::mil
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (result.exit_code == 127 && result.output == "cannot run the program (exec failed)\n") {
+    throw Error(fmt::format("cannot run {}: not found or not executable", argv[0]));
+  }
   return result;
 }
 
