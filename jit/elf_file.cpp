@@ -81,7 +81,8 @@ std::vector<ElfNote> elf_notes(const std::vector<std::uint8_t>& file) {
       const std::uint64_t name_at = at + 12, desc_at = name_at + ((std::uint64_t(name_size) + 3) & ~3ull);
       const std::uint64_t end = desc_at + ((std::uint64_t(desc_size) + 3) & ~3ull);
       if (end > file.size() || end > s.offset + s.size) throw Error("malformed ELF file: note past its section");
-      note.name.assign(reinterpret_cast<const char*>(file.data() + name_at), strnlen(reinterpret_cast<const char*>(file.data() + name_at), name_size));
+      const char* name = reinterpret_cast<const char*>(file.data() + name_at);
+      note.name.assign(name, strnlen(name, name_size));
       note.description.assign(file.begin() + long(desc_at), file.begin() + long(desc_at + desc_size));
       notes.push_back(std::move(note));
       at = end;
