@@ -15,6 +15,7 @@
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/base/log.hpp"
+#include "arfuse/base/private_folder.hpp"
 #include "arfuse/base/system.hpp"
 
 namespace arfuse::cache {
@@ -27,41 +28,6 @@ std::string hex32(const Digest& d) { return to_hex(d).substr(0, 32); }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// mkdir -p with 0700 for every folder it creates.
-bool make_dirs(const std::string& path, std::string& why) {
-  for (size_t pos = 1; pos <= path.size(); ++pos) {
-    if (pos != path.size() && path[pos] != '/') continue;
-    std::string prefix = path.substr(0, pos);
-    if (::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
-      why = fmt::format("cannot create {}: {}", prefix, std::strerror(errno));
-      return false;
-    }
-  }
-  return true;
-}
-
-// A folder we may trust: ours, and writable by nobody else.
-bool trusted(const std::string& dir, std::string& why) {
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) {
-    why = fmt::format("cannot stat {}: {}", dir, std::strerror(errno));
-    return false;
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    why = fmt::format("{} is not a folder", dir);
-    return false;
-  }
-  if (st.st_uid != ::geteuid()) {
-    why = fmt::format("{} is owned by uid {}, not by this user (uid {})", dir, st.st_uid, ::geteuid());
-    return false;
-  }
-  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-    why = fmt::format("{} is writable by group or others (mode {:o})", dir, st.st_mode & 07777);
-    return false;
-  }
-  return true;
 }
 
 bool write_all(int fd, const std::vector<std::uint8_t>& bytes) {
@@ -101,7 +67,9 @@ std::uint64_t default_max_bytes() {
   return n;
 }
 
-bool usable_cache_folder(const std::string& dir, std::string& why) { return make_dirs(dir, why) && trusted(dir, why); }
+bool usable_cache_folder(const std::string& dir, std::string& why) {
+  return create_private_folders(dir, why) && is_private_folder(dir, why);
+}
 
 DiskCache::DiskCache(std::string dir, std::uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
@@ -231,15 +199,15 @@ bool DiskCache::put(const Digest& source, const CacheEntry& entry) {
   return true;
 }
 
-std::vector<EntryInfo> DiskCache::scan(bool temporaries) const {
-  std::vector<EntryInfo> out;
+FolderContents DiskCache::scan() const {
+  FolderContents out;
   if (!readable_) return out;
   DIR* d = ::opendir(dir_.c_str());
   if (d == nullptr) return out;
   while (dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     const bool temporary = name.compare(0, std::strlen(kTemporaryPrefix), kTemporaryPrefix) == 0;
-    if (temporaries ? !temporary : (name.empty() || name[0] == '.' || !ends_with(name, kSuffix))) continue;
+    if (!temporary && (name.empty() || name[0] == '.' || !ends_with(name, kSuffix))) continue;
     EntryInfo info;
     info.path = dir_ + "/" + name;
     info.file_name = name;
@@ -248,42 +216,49 @@ std::vector<EntryInfo> DiskCache::scan(bool temporaries) const {
     info.regular = S_ISREG(st.st_mode);
     info.bytes = info.regular ? std::uint64_t(st.st_size) : 0;
     info.last_use_ns = std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    out.push_back(info);
+    (temporary ? out.temporaries : out.entries).push_back(info);
   }
   ::closedir(d);
-  std::sort(out.begin(), out.end(), [](const EntryInfo& a, const EntryInfo& b) { return a.file_name < b.file_name; });
+  for (auto* files : {&out.entries, &out.temporaries}) {
+    std::sort(files->begin(), files->end(), [](const EntryInfo& a, const EntryInfo& b) { return a.file_name < b.file_name; });
+  }
   return out;
 }
 
-std::vector<EntryInfo> DiskCache::list() const { return scan(false); }
+std::vector<EntryInfo> DiskCache::list() const { return scan().entries; }
 
-std::vector<EntryInfo> DiskCache::temporaries() const { return scan(true); }
+std::vector<EntryInfo> DiskCache::temporaries() const { return scan().temporaries; }
 
-std::uint64_t DiskCache::total_bytes() const {
+std::uint64_t FolderContents::bytes() const {
   std::uint64_t total = 0;
-  for (const auto& e : list()) total += e.bytes;
-  for (const auto& t : temporaries()) total += t.bytes;
+  for (const auto* files : {&entries, &temporaries}) {
+    for (const auto& f : *files) total += f.bytes;
+  }
   return total;
 }
 
+std::uint64_t DiskCache::total_bytes() const { return scan().bytes(); }
+
+bool DiskCache::is_stale(const EntryInfo& temporary, std::int64_t age_seconds) {
+  return std::int64_t(::time(nullptr)) * 1000000000 - temporary.last_use_ns >= age_seconds * 1000000000;
+}
+
 int DiskCache::remove_stale_temporaries(std::int64_t age_seconds) {
-  const std::int64_t now_ns = std::int64_t(::time(nullptr)) * 1000000000;
   int removed = 0;
   for (const auto& t : temporaries()) {
     std::string why;
-    if (now_ns - t.last_use_ns >= age_seconds * 1000000000 && remove_path(t.path, why)) ++removed;
+    if (is_stale(t, age_seconds) && remove_path(t.path, why)) ++removed;
   }
   return removed;
 }
 
 int DiskCache::prune(std::uint64_t max_bytes) {
   remove_stale_temporaries();
-  auto entries = list();
+  const FolderContents contents = scan();
+  std::uint64_t total = contents.bytes();  // live writers' temporaries count, and stay
+  auto entries = contents.entries;
   std::sort(entries.begin(), entries.end(),
             [](const EntryInfo& a, const EntryInfo& b) { return a.last_use_ns < b.last_use_ns; });
-  std::uint64_t total = 0;
-  for (const auto& e : entries) total += e.bytes;
-  for (const auto& t : temporaries()) total += t.bytes;  // live writers' files count, and stay
   int removed = 0;
   for (const auto& e : entries) {
     if (total <= max_bytes) break;
@@ -296,8 +271,9 @@ int DiskCache::prune(std::uint64_t max_bytes) {
 int DiskCache::clear() {
   int removed = 0;
   std::string why;
-  for (const auto& e : list()) removed += remove_path(e.path, why) ? 1 : 0;
-  for (const auto& t : temporaries()) remove_path(t.path, why);
+  const FolderContents contents = scan();
+  for (const auto& e : contents.entries) removed += remove_path(e.path, why) ? 1 : 0;
+  for (const auto& t : contents.temporaries) remove_path(t.path, why);
   return removed;
 }
 

@@ -38,6 +38,13 @@ struct EntryInfo {
   bool regular = true;           // false: a folder, link, FIFO... named like an entry (bad)
 };
 
+// What a cache folder holds, read in one pass.
+struct FolderContents {
+  std::vector<EntryInfo> entries;      // named like an entry, of any kind
+  std::vector<EntryInfo> temporaries;  // .tmp-*
+  std::uint64_t bytes() const;         // what the size cap counts
+};
+
 // One entry checked: readable, verified, and its header's key is the one its name carries.
 struct CheckedEntry {
   ReadOutcome outcome = ReadOutcome::missing;
@@ -73,6 +80,8 @@ class DiskCache {
   std::vector<EntryInfo> temporaries() const;
   // Entries and temporaries together: what the size cap counts.
   std::uint64_t total_bytes() const;
+  // Whether a temporary is older than `age_seconds`: its writer died.
+  static bool is_stale(const EntryInfo& temporary, std::int64_t age_seconds = kStaleTemporaryAgeSeconds);
   // Removes temporaries older than `age_seconds`; returns how many.
   int remove_stale_temporaries(std::int64_t age_seconds = kStaleTemporaryAgeSeconds);
   // Removes stale temporaries, then least recently used entries until the folder holds at
@@ -92,7 +101,7 @@ class DiskCache {
   std::optional<CacheEntry> load_verified(const std::string& path, const Digest* expected_key);
   void remove_bad(const std::string& path, const std::string& problem);
   bool publish(const std::string& temp_path, const std::string& final_path, int& error);
-  std::vector<EntryInfo> scan(bool temporaries) const;
+  FolderContents scan() const;
   // `why` is the reason (problem()), `path` the file it happened to, for the warning.
   void disable_writes(const std::string& why, const std::string& path);
 

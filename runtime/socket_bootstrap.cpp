@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "arfuse/base/error.hpp"
+#include "arfuse/base/private_folder.hpp"
 #include "arfuse/base/sha256.hpp"
 #include "arfuse/runtime/bootstrap.hpp"
 
@@ -161,24 +162,12 @@ std::string folder_of(const std::string& path) {
 // a folder of this user that nobody else can write.
 void require_trusted_folder(const std::string& socket_path, bool create) {
   const std::string dir = folder_of(socket_path);
-  if (create) {
-    for (size_t pos = 1; pos <= dir.size(); ++pos) {
-      if (pos != dir.size() && dir[pos] != '/') continue;
-      if (::mkdir(dir.substr(0, pos).c_str(), 0700) != 0 && errno != EEXIST) {
-        throw Error(fmt::format("bootstrap: cannot create the socket folder {}: {}", dir.substr(0, pos), std::strerror(errno)));
-      }
-    }
-  }
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) throw Error(fmt::format("bootstrap: socket folder {}: {}", dir, std::strerror(errno)));
-  const char* wrong = !S_ISDIR(st.st_mode)              ? "is not a folder"
-                      : st.st_uid != ::geteuid()        ? "belongs to another user"
-                      : (st.st_mode & (S_IWGRP | S_IWOTH)) ? "is writable by group or others"
-                                                        : nullptr;
-  if (wrong != nullptr) {
-    throw Error(fmt::format("bootstrap: the socket folder {} {} (uid {}, mode {:o}); use a folder of uid {} that nobody "
-                            "else can write, e.g. a new one that arfuse creates with mode 0700",
-                            dir, wrong, st.st_uid, st.st_mode & 07777, ::geteuid()));
+  std::string why;
+  if (create && !create_private_folders(dir, why)) throw Error(fmt::format("bootstrap: the socket folder: {}", why));
+  if (!is_private_folder(dir, why)) {
+    throw Error(fmt::format("bootstrap: the socket folder cannot be used: {}; use a folder of uid {} that nobody else "
+                            "can write, e.g. a new one that arfuse creates with mode 0700",
+                            why, ::geteuid()));
   }
 }
 

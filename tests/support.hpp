@@ -38,6 +38,13 @@ inline void write_file(const std::string& path, const std::vector<std::uint8_t>&
   out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
 }
 
+// How many times `word` occurs in `text` (overlapping occurrences counted).
+inline int count_of(const std::string& text, const std::string& word) {
+  int n = 0;
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
+  return n;
+}
+
 // A new empty folder under /tmp named after `prefix`.
 inline std::string fresh_dir(const std::string& prefix = "arfuse-test") {
   std::string pattern = "/tmp/" + prefix + "-XXXXXX";

@@ -47,12 +47,6 @@ std::vector<std::uint8_t> metadata_note(const std::vector<std::uint8_t>& code_ob
   return {};
 }
 
-int count(const std::string& text, const std::string& word) {
-  int n = 0;
-  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
-  return n;
-}
-
 // The kernel's own instructions: the assembly between its label and its end marker.
 std::string kernel_body(const std::string& assembly, const std::string& symbol) {
   const size_t begin = assembly.find("\n" + symbol + ":");
@@ -114,8 +108,8 @@ TEST_CASE("AMD machine code keeps the contract's cross-warp step for the square 
   const int log2_wave = wave == 64 ? 6 : 5;
   const std::string lowered = amd_clang_compiler()->compile(source).lowered_name;
   const std::string body = kernel_body(amd_clang_assembly(source), lowered);
-  const int cross_lane = count(body, "ds_bpermute") + count(body, "_dpp") + count(body, "permlane");
-  const int lds_loads = count(body, "ds_load") + count(body, "ds_read");
+  const int cross_lane = test::count_of(body, "ds_bpermute") + test::count_of(body, "_dpp") + test::count_of(body, "permlane");
+  const int lds_loads = test::count_of(body, "ds_load") + test::count_of(body, "ds_read");
   CAPTURE(wave, warps, cross_lane, lds_loads);
   // Two reductions (square sum, amax), each a warp step and a cross-warp step of log2(wave)
   // cross-lane exchanges.

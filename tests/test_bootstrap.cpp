@@ -354,7 +354,7 @@ TEST_CASE("socket bootstrap: the socket folder is created 0700, must be ours and
   SECTION("a folder of another user is refused") {
     if (!can_become_nobody()) return;
     REQUIRE(chown(base.c_str(), 65534, 65534) == 0);
-    REQUIRE_THROWS_WITH(local_socket_bootstrap(base + "/r.sock", 0, 2, milliseconds(500)), Contains("belongs to another user"));
+    REQUIRE_THROWS_WITH(local_socket_bootstrap(base + "/r.sock", 0, 2, milliseconds(500)), Contains("is owned by uid 65534, not by this user"));
   }
   SECTION("a file at the path is left alone; a dead socket of this user is replaced") {
     const std::string path = base + "/r.sock";

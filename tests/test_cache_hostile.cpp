@@ -113,12 +113,6 @@ const char* expected_problem(const std::string& kind) {
   return "a socket, not a file";
 }
 
-int count_of(const std::string& text, const std::string& word) {
-  int n = 0;
-  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++n;
-  return n;
-}
-
 bool exists(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0;
@@ -255,9 +249,7 @@ TEST_CASE("warmup exits 0 only when every spec is stored, 1 saying why when not,
     const auto w = run("unshare -m sh -c 'mount -t tmpfs -o size=40k,mode=700 tmpfs " + dir + " && " + warmup + dir + "'");
     CHECK(w.status == 1);
     CHECK_THAT(w.output, Contains("specs not stored: cannot write an entry: No space left on device"));
-    size_t warnings = 0;
-    for (size_t at = 0; (at = w.output.find("arfuse: warning: kernel cache", at)) != std::string::npos; ++at) ++warnings;
-    CHECK(warnings == 1);
+    CHECK(test::count_of(w.output, "arfuse: warning: kernel cache") == 1);
   }
   SECTION("--memory-only compiles, stores nothing, and says so") {
     const auto w = run(warmup + dir + " --memory-only");
@@ -314,7 +306,7 @@ TEST_CASE("stat, ls and verify agree on swapped entries (each a good entry under
   const auto stat = run(kCacheTool + " --cache-dir " + dir + " stat");
   CHECK_THAT(stat.output, Contains("entries: 2 (2 bad"));
   const auto ls = run(kCacheTool + " --cache-dir " + dir + " ls");
-  CHECK(count_of(ls.output, "BAD: key in the header does not match the file name") == 2);
+  CHECK(test::count_of(ls.output, "BAD: key in the header does not match the file name") == 2);
   const auto verify = run(kCacheTool + " --cache-dir " + dir + " verify");
   CHECK(verify.status == 1);
   CHECK_THAT(verify.output, Contains("0 good, 2 bad"));

@@ -83,8 +83,7 @@ int cmd_stat(cache::DiskCache& disk) {
   const auto temporaries = disk.temporaries();
   unsigned long long temporary_bytes = 0;
   int stale = 0;
-  const std::int64_t stale_before_ns = (std::int64_t(std::time(nullptr)) - cache::kStaleTemporaryAgeSeconds) * 1000000000;
-  for (const auto& t : temporaries) temporary_bytes += t.bytes, stale += t.last_use_ns <= stale_before_ns;
+  for (const auto& t : temporaries) temporary_bytes += t.bytes, stale += cache::DiskCache::is_stale(t);
   std::printf("cache: %s\nentries: %d (%d bad: `verify` names them)\nbytes: %llu (%s)\n", disk.dir().c_str(), entries,
               bad, bytes, human_bytes(bytes).c_str());
   std::printf("temporaries: %zu (%s; %d older than %lld s, left by writers that died)\n", temporaries.size(),
