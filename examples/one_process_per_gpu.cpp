@@ -7,12 +7,13 @@
 // then time-slices the ranks: correct, but slow). Engines that already have torch.distributed
 // or MPI pass their own allgather instead of the socket: see callback_bootstrap in README.md.
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <cstdio>
 #include <random>
 #include <vector>
 
 #include "arfuse/base/error.hpp"
-#include "arfuse/reference/model.hpp"
 #include "arfuse/runtime/group.hpp"
 
 namespace {
@@ -48,10 +49,17 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+// bf16 is the top half of an fp32; round to nearest, ties to even (the values here are finite).
+std::uint16_t to_bf16(float value) {
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return std::uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
 std::vector<std::uint16_t> random_bf16(std::mt19937& rng, std::size_t n) {
   std::normal_distribution<float> normal;
   std::vector<std::uint16_t> v(n);
-  for (auto& x : v) x = arfuse::reference::narrow(normal(rng), arfuse::jit::DType::bf16);
+  for (auto& x : v) x = to_bf16(normal(rng));
   return v;
 }
 
@@ -81,8 +89,7 @@ int main(int argc, char** argv) try {
   residual.upload(random_bf16(shared, n)), weight.upload(random_bf16(shared, std::size_t(opt.hidden)));
   const auto partial = random_bf16(rng, n);
   // Writing the partial sum straight into the staging buffer saves a copy.
-  cuda::check(cuda::driver().cuMemcpyHtoD(reinterpret_cast<cuda::CUdeviceptr>(me.input_buffer()), partial.data(), n * 2), "upload");
-  cuda::check(cuda::driver().cuStreamSynchronize(nullptr), "upload");
+  me.device().copy_to_device(me.input_buffer(), partial.data(), n * 2);
 
   // 4. The fused call: all-reduce + residual add (in place) + RMSNorm + per-token FP8.
   Stream stream(me.device());

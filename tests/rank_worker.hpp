@@ -12,7 +12,7 @@
 
 #include "arfuse/jit/kernel_spec.hpp"
 #include "arfuse/reference/model.hpp"
-#include "arfuse/runtime/bootstrap.hpp"
+#include "arfuse/runtime/setup/bootstrap.hpp"
 #include "arfuse/runtime/group.hpp"
 
 namespace arfuse::test {

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "arfuse/base/error.hpp"
-#include "arfuse/runtime/bootstrap.hpp"
+#include "arfuse/runtime/setup/bootstrap.hpp"
 #include "support.hpp"
 
 using namespace arfuse;

@@ -17,7 +17,7 @@
 #include "arfuse/base/error.hpp"
 #include "arfuse/runtime/epilogue.hpp"
 #include "arfuse/runtime/group.hpp"
-#include "arfuse/runtime/nccl.hpp"
+#include "arfuse/runtime/setup/nccl.hpp"
 #include "rank_worker.hpp"
 #include "support.hpp"
 

@@ -54,7 +54,7 @@ TEST_CASE("fused call arguments are validated with messages that name them", "[c
 }
 
 TEST_CASE("tuning tables parse, validate and drive the stage choice", "[cpu][group]") {
-  const auto table = TuningTable::parse(R"({"version": 1, "targets": {
+  const auto table = jit::TuningTable::parse(R"({"version": 1, "targets": {
       "sm_90": {"4": {"two_stage_min_bytes": 1048576}},
       "sm_90:virtual": {"4": {"two_stage_min_bytes": 4294967296}},
       "default": {"2": {"two_stage_min_bytes": 100}}}})", "test");
@@ -67,23 +67,23 @@ TEST_CASE("tuning tables parse, validate and drive the stage choice", "[cpu][gro
   for (std::uint64_t bytes : {0ull, 1ull << 10, 1ull << 20, 1ull << 30}) {
     CHECK(table.stage_for("sm_90", 4, bytes) == table.stage_for("sm_90", 4, bytes));
   }
-  const auto embedded = TuningTable::embedded_default();
+  const auto embedded = jit::TuningTable::embedded_default();
   CHECK(embedded.stage_for("sm_90", 4, 512ull << 20, true) == 1);
   CHECK(embedded.stage_for("sm_90", 8, 128ull * 6144 * 2, true) == 1);  // measured: one stage at 128 x 6144
   CHECK(embedded.stage_for("sm_90", 8, 512ull * 6144 * 2, true) == 2);  // two stages from 512 x 6144
   CHECK(embedded.stage_for("sm_90", 4, 64ull << 20, false) == 2);
 
-  REQUIRE_THROWS_WITH(TuningTable::parse("{", "t.json"), Contains("t.json is not valid JSON"));
-  REQUIRE_THROWS_WITH(TuningTable::parse(R"({"version": 2, "targets": {}})", "t"), Contains("$.version"));
-  REQUIRE_THROWS_WITH(TuningTable::parse(R"({"version": 1, "targets": {}, "extra": 1})", "t"), Contains("$.extra") && Contains("unknown key"));
-  REQUIRE_THROWS_WITH(TuningTable::parse(R"({"version": 1, "targets": {"sm_90": {"9": {"two_stage_min_bytes": 1}}}})", "t"),
+  REQUIRE_THROWS_WITH(jit::TuningTable::parse("{", "t.json"), Contains("t.json is not valid JSON"));
+  REQUIRE_THROWS_WITH(jit::TuningTable::parse(R"({"version": 2, "targets": {}})", "t"), Contains("$.version"));
+  REQUIRE_THROWS_WITH(jit::TuningTable::parse(R"({"version": 1, "targets": {}, "extra": 1})", "t"), Contains("$.extra") && Contains("unknown key"));
+  REQUIRE_THROWS_WITH(jit::TuningTable::parse(R"({"version": 1, "targets": {"sm_90": {"9": {"two_stage_min_bytes": 1}}}})", "t"),
                       Contains("$.targets.sm_90.9") && Contains("2 to 8"));
-  REQUIRE_THROWS_WITH(TuningTable::parse(R"({"version": 1, "targets": {"sm_90": {"4": {"two_stage_min_bytes": -5}}}})", "t"),
+  REQUIRE_THROWS_WITH(jit::TuningTable::parse(R"({"version": 1, "targets": {"sm_90": {"4": {"two_stage_min_bytes": -5}}}})", "t"),
                       Contains("two_stage_min_bytes") && Contains("-5"));
-  REQUIRE_THROWS_WITH(TuningTable::parse(R"({"version": 1, "targets": {"sm_90": {"4": {"threshold": 5}}}})", "t"),
+  REQUIRE_THROWS_WITH(jit::TuningTable::parse(R"({"version": 1, "targets": {"sm_90": {"4": {"threshold": 5}}}})", "t"),
                       Contains("$.targets.sm_90.4"));
   setenv("ARFUSE_TUNING", "/nonexistent/tuning.json", 1);
-  REQUIRE_THROWS_WITH(TuningTable::from_environment(), Contains("ARFUSE_TUNING=/nonexistent/tuning.json"));
+  REQUIRE_THROWS_WITH(jit::TuningTable::from_environment(), Contains("ARFUSE_TUNING=/nonexistent/tuning.json"));
   unsetenv("ARFUSE_TUNING");
 }
 
@@ -136,9 +136,9 @@ TEST_CASE("call descriptors tell every field apart, decode to what was encoded a
       call_descriptor(2517, 6144, true, 2, 0, 1, true), call_descriptor(2517, 6144, true, 1, 1, 1, true),
       call_descriptor(2517, 6144, true, 1, 0, 2, true), call_descriptor(2517, 6144, true, 1, 0, 1, false)};
   for (auto d : others) CHECK(d != base);
-  const auto largest = call_descriptor(0xffffffffu, jit::kMaxHidden, true, 7, 1, 2, true);
+  const auto largest = call_descriptor(0xffffffffu, kMaxHidden, true, 7, 1, 2, true);
   CHECK(call_tokens(largest) == 0xffffffffu);
-  CHECK(call_hidden(largest) == unsigned(jit::kMaxHidden));
+  CHECK(call_hidden(largest) == unsigned(kMaxHidden));
   CHECK((largest << kEpochBits) >> kEpochBits == largest);  // nothing lost in the flag word
 }
 

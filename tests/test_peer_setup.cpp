@@ -8,8 +8,8 @@
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/runtime/group.hpp"
-#include "arfuse/runtime/nccl.hpp"
-#include "arfuse/runtime/peer_setup.hpp"
+#include "arfuse/runtime/setup/nccl.hpp"
+#include "arfuse/runtime/setup/peer_setup.hpp"
 #include "support.hpp"
 
 using namespace arfuse;

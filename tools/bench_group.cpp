@@ -44,8 +44,7 @@ struct Workload {
     residual = random_bits(rng, n), weight = random_bits(rng, std::size_t(s.hidden), 0.5f);
     sets.resize(size_t(world));
     for (int r = 0; r < world; ++r) {
-      cuda::check(cuda::driver().cuMemcpyHtoD(reinterpret_cast<cuda::CUdeviceptr>(g.rank(r).input_buffer()), inputs[size_t(r)].data(), n * 2),
-                  "cuMemcpyHtoD");
+      g.rank(r).device().copy_to_device(g.rank(r).input_buffer(), inputs[size_t(r)].data(), n * 2);
       weights.push_back(std::make_unique<DeviceBuffer>(dev, std::size_t(s.hidden) * 2));
       weights.back()->upload(weight);
       for (int i = 0; i < k; ++i) {
@@ -56,8 +55,6 @@ struct Workload {
       streams_owned.push_back(std::make_unique<Stream>(dev));
       streams.push_back(streams_owned.back().get());
     }
-    // The copies into the staging buffers ran on the legacy stream (see DeviceBuffer::upload).
-    cuda::check(cuda::driver().cuCtxSynchronize(), "cuCtxSynchronize");
   }
 
   struct Set {
@@ -228,7 +225,7 @@ std::vector<Row> bench_allreduce(const CommandLine& cl) {
 
 void bench_tune(const CommandLine& cl) {
   const auto worlds = parse_ints(cl.value("world", "2,4,8"), "world sizes", 2, 8);
-  const auto hidden = parse_ints(cl.value("hidden", "6144"), "hidden size", 8, jit::kMaxHidden)[0];
+  const auto hidden = parse_ints(cl.value("hidden", "6144"), "hidden size", 8, kMaxHidden)[0];
   const auto tokens = parse_ints(cl.value("tokens", "1,4,16,64,128,256,512,1024,2048,4096"), "token counts", 1, 1 << 20);
   const int margin_pct = 2;  // stage 2 must win by more than this to count
   std::vector<Shape> shapes;
@@ -277,7 +274,7 @@ void bench_tune(const CommandLine& cl) {
   const std::string path = cl.value("tune");
   std::ofstream out(path);
   if (!(out << table.dump(2) << "\n")) throw Error(fmt::format("cannot write the tuning table to {}", path));
-  TuningTable::parse(table.dump(), path);  // what we wrote must load
+  jit::TuningTable::parse(table.dump(), path);  // what we wrote must load
   std::printf("\nwrote %s (load it with ARFUSE_TUNING=%s, or embed it in runtime/tuning.cpp)\n", path.c_str(), path.c_str());
 }
 

@@ -30,7 +30,6 @@ std::vector<Timing> time_interleaved(const Device& device, const std::vector<Str
       }));
     }
   }
-  const auto& d = cuda::driver();
   Event start(device), stop(device);
   std::vector<std::unique_ptr<Event>> ends;
   for (size_t r = 0; r < streams.size(); ++r) ends.push_back(std::make_unique<Event>(device));
@@ -45,11 +44,11 @@ std::vector<Timing> time_interleaved(const Device& device, const std::vector<Str
   for (int run = 0; run < runs; ++run) {
     for (size_t v = 0; v < variants.size(); ++v) {
       start.record(*streams[0]);
-      for (size_t r = 1; r < streams.size(); ++r) cuda::check(d.cuStreamWaitEvent(streams[r]->handle(), start.handle(), 0), "cuStreamWaitEvent");
+      for (size_t r = 1; r < streams.size(); ++r) streams[r]->wait(start);
       launch_all(v);
       for (size_t r = 1; r < streams.size(); ++r) {
         ends[r]->record(*streams[r]);
-        cuda::check(d.cuStreamWaitEvent(streams[0]->handle(), ends[r]->handle(), 0), "cuStreamWaitEvent");
+        streams[0]->wait(*ends[r]);
       }
       stop.record(*streams[0]);
       stop.synchronize();

@@ -5,7 +5,7 @@
 #include <functional>
 #include <vector>
 
-#include "arfuse/runtime/device.hpp"
+#include "arfuse/runtime/device/device.hpp"
 
 namespace arfuse::tools {
 

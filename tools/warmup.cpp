@@ -24,7 +24,7 @@
 #include "arfuse/base/log.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/jit/spec_set.hpp"
-#include "arfuse/runtime/device.hpp"
+#include "arfuse/runtime/device/device.hpp"
 #include "cli.hpp"
 #include "warmup_progress.hpp"
 

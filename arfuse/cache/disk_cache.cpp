@@ -1,0 +1,277 @@
+#include "arfuse/cache/disk_cache.hpp"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "arfuse/base/settings.hpp"
+#include "arfuse/base/error.hpp"
+#include "arfuse/base/log.hpp"
+#include "arfuse/base/private_folder.hpp"
+#include "arfuse/base/system.hpp"
+
+namespace arfuse::cache {
+namespace {
+
+constexpr const char* kSuffix = ".arfuse";
+constexpr const char* kTemporaryPrefix = ".tmp-";
+
+std::string hex32(const Digest& d) { return to_hex(d).substr(0, 32); }
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool write_all(int fd, const std::vector<std::uint8_t>& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = system_calls().write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += size_t(n);
+  }
+  return true;
+}
+
+std::string unique_suffix() {
+  static thread_local std::mt19937_64 rng(std::random_device{}() ^ (std::uint64_t(::getpid()) << 32));
+  return fmt::format("{}.{:016x}", ::getpid(), rng());
+}
+
+}  // namespace
+
+std::string default_cache_dir() {
+  if (auto d = settings::text("ARFUSE_CACHE_DIR")) return *d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && x[0] != '\0') return std::string(x) + "/arfuse";
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr && home[0] != '\0' ? home : "/tmp") + "/.cache/arfuse";
+}
+
+std::uint64_t default_max_bytes() {
+  return settings::byte_count("ARFUSE_CACHE_MAX_BYTES").value_or(kDefaultMaxBytes);
+}
+
+bool usable_cache_folder(const std::string& dir, std::string& why) {
+  return create_private_folders(dir, why) && is_private_folder(dir, why);
+}
+
+DiskCache::DiskCache(std::string dir, std::uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {
+  while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
+  std::string why;
+  if (!usable_cache_folder(dir_, why)) {
+    problem_ = why;
+    warn_once("cache-untrusted:" + dir_, fmt::format("kernel cache {} is not used ({}); compiling in memory only", dir_, why));
+    return;
+  }
+  readable_ = true;
+  writable_ = ::access(dir_.c_str(), W_OK) == 0;
+  if (!writable_) disable_writes(fmt::format("the folder is not writable: {}", std::strerror(errno)), dir_);
+}
+
+void DiskCache::disable_writes(const std::string& why, const std::string& path) {
+  writable_ = false;
+  problem_ = why;
+  warn_once("cache-unwritable:" + dir_,
+            fmt::format("kernel cache {}: {} ({}); new kernels are kept in memory only", dir_, why, path));
+}
+
+std::string DiskCache::entry_name(const Digest& source, const Digest& full) {
+  return hex32(source) + "-" + hex32(full) + kSuffix;
+}
+
+bool DiskCache::name_matches_key(const std::string& file_name, const Digest& full) {
+  const size_t dash = file_name.find('-');
+  return dash != std::string::npos && file_name.compare(dash + 1, 32, hex32(full)) == 0;
+}
+
+CheckedEntry DiskCache::check(const std::string& path) {
+  CheckedEntry c;
+  c.outcome = read_entry_file(path, c.entry, c.problem);
+  const std::string name = path.substr(path.rfind('/') + 1);
+  if (c.ok() && !name_matches_key(name, c.entry.key)) {
+    c.outcome = ReadOutcome::bad;
+    c.problem = "key in the header does not match the file name";
+  }
+  return c;
+}
+
+void DiskCache::remove_bad(const std::string& path, const std::string& problem) {
+  ++rejected_;
+  std::string why;
+  if (remove_path(path, why)) {
+    warn(fmt::format("removed bad cache entry {}: {}", path, problem));
+  } else {
+    warn(fmt::format("bad cache entry {} ({}) could not be removed: {}", path, problem, why));
+  }
+}
+
+std::optional<CacheEntry> DiskCache::load_verified(const std::string& path, const Digest* expected_key) {
+  CheckedEntry c = check(path);
+  if (c.outcome == ReadOutcome::missing) return std::nullopt;
+  if (c.ok() && expected_key != nullptr && c.entry.key != *expected_key) {
+    c.outcome = ReadOutcome::bad;
+    c.problem = "key in the header does not match the file name";
+  }
+  if (!c.ok()) {
+    remove_bad(path, c.problem);
+    return std::nullopt;
+  }
+  ::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // a hit refreshes the LRU time
+  return std::move(c.entry);
+}
+
+std::optional<CacheEntry> DiskCache::get(const Digest& source, const Digest& full) {
+  if (!readable_) return std::nullopt;
+  auto e = load_verified(dir_ + "/" + entry_name(source, full), &full);
+  ++(e ? hits_ : misses_);
+  return e;
+}
+
+std::optional<CacheEntry> DiskCache::get_any(const Digest& source) {
+  if (!readable_) return std::nullopt;
+  const std::string prefix = hex32(source) + "-";
+  std::vector<EntryInfo> candidates;
+  for (auto& info : list()) {
+    if (info.file_name.compare(0, prefix.size(), prefix) == 0) candidates.push_back(info);
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const EntryInfo& a, const EntryInfo& b) { return a.last_use_ns > b.last_use_ns; });
+  for (const auto& c : candidates) {
+    if (auto e = load_verified(c.path, nullptr)) {
+      ++hits_;
+      return e;
+    }
+  }
+  ++misses_;
+  return std::nullopt;
+}
+
+// rename() replaces a file, link or FIFO of the entry's name, but not a folder: a folder there
+// is a bad entry, removed, and the rename tried once more.
+bool DiskCache::publish(const std::string& temp_path, const std::string& final_path, int& error) {
+  if (system_calls().rename(temp_path.c_str(), final_path.c_str()) == 0) return true;
+  error = errno;
+  if (error != EISDIR && error != ENOTEMPTY && error != EEXIST) return false;
+  remove_bad(final_path, "a folder, not a file");
+  if (system_calls().rename(temp_path.c_str(), final_path.c_str()) == 0) return true;
+  error = errno;
+  return false;
+}
+
+bool DiskCache::put(const Digest& source, const CacheEntry& entry) {
+  if (!writable_) return false;
+  const std::string final_path = dir_ + "/" + entry_name(source, entry.key);
+  const std::string temp_path = dir_ + "/" + kTemporaryPrefix + entry_name(source, entry.key) + "." + unique_suffix();
+  const auto bytes = serialize(entry);
+  int fd = system_calls().open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    disable_writes(fmt::format("cannot create a file: {}", std::strerror(errno)), temp_path);
+    return false;
+  }
+  bool ok = write_all(fd, bytes);
+  int saved = errno;
+  if (ok && system_calls().fsync(fd) != 0) ok = false, saved = errno;
+  ::close(fd);
+  if (ok && !publish(temp_path, final_path, saved)) ok = false;
+  if (!ok) {
+    ::unlink(temp_path.c_str());
+    disable_writes(fmt::format("cannot write an entry: {}", std::strerror(saved)), final_path);
+    return false;
+  }
+  ++writes_;
+  if (total_bytes() > max_bytes_) prune(max_bytes_);
+  return true;
+}
+
+FolderContents DiskCache::scan() const {
+  FolderContents out;
+  if (!readable_) return out;
+  DIR* d = ::opendir(dir_.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    const bool temporary = name.compare(0, std::strlen(kTemporaryPrefix), kTemporaryPrefix) == 0;
+    if (!temporary && (name.empty() || name[0] == '.' || !ends_with(name, kSuffix))) continue;
+    EntryInfo info;
+    info.path = dir_ + "/" + name;
+    info.file_name = name;
+    struct stat st {};
+    if (::lstat(info.path.c_str(), &st) != 0) continue;  // removed by another process meanwhile
+    info.regular = S_ISREG(st.st_mode);
+    info.bytes = info.regular ? std::uint64_t(st.st_size) : 0;
+    info.last_use_ns = std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    (temporary ? out.temporaries : out.entries).push_back(info);
+  }
+  ::closedir(d);
+  for (auto* files : {&out.entries, &out.temporaries}) {
+    std::sort(files->begin(), files->end(), [](const EntryInfo& a, const EntryInfo& b) { return a.file_name < b.file_name; });
+  }
+  return out;
+}
+
+std::vector<EntryInfo> DiskCache::list() const { return scan().entries; }
+
+std::vector<EntryInfo> DiskCache::temporaries() const { return scan().temporaries; }
+
+std::uint64_t FolderContents::bytes() const {
+  std::uint64_t total = 0;
+  for (const auto* files : {&entries, &temporaries}) {
+    for (const auto& f : *files) total += f.bytes;
+  }
+  return total;
+}
+
+std::uint64_t DiskCache::total_bytes() const { return scan().bytes(); }
+
+bool DiskCache::is_stale(const EntryInfo& temporary, std::int64_t age_seconds) {
+  return std::int64_t(::time(nullptr)) * 1000000000 - temporary.last_use_ns >= age_seconds * 1000000000;
+}
+
+int DiskCache::remove_stale_temporaries(std::int64_t age_seconds) {
+  int removed = 0;
+  for (const auto& t : temporaries()) {
+    std::string why;
+    if (is_stale(t, age_seconds) && remove_path(t.path, why)) ++removed;
+  }
+  return removed;
+}
+
+int DiskCache::prune(std::uint64_t max_bytes) {
+  remove_stale_temporaries();
+  const FolderContents contents = scan();
+  std::uint64_t total = contents.bytes();  // live writers' temporaries count, and stay
+  auto entries = contents.entries;
+  std::sort(entries.begin(), entries.end(),
+            [](const EntryInfo& a, const EntryInfo& b) { return a.last_use_ns < b.last_use_ns; });
+  int removed = 0;
+  for (const auto& e : entries) {
+    if (total <= max_bytes) break;
+    std::string why;
+    if (remove_path(e.path, why)) total -= e.bytes, ++removed, ++evictions_;
+  }
+  return removed;
+}
+
+int DiskCache::clear() {
+  int removed = 0;
+  std::string why;
+  const FolderContents contents = scan();
+  for (const auto& e : contents.entries) removed += remove_path(e.path, why) ? 1 : 0;
+  for (const auto& t : contents.temporaries) remove_path(t.path, why);
+  return removed;
+}
+
+DiskCacheStats DiskCache::stats() const {
+  return DiskCacheStats{hits_.load(), misses_.load(), rejected_.load(), writes_.load(), evictions_.load()};
+}
+
+}  // namespace arfuse::cache

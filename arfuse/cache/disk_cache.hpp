@@ -1,0 +1,118 @@
+// The persistent layer: one folder of entries named <source key>-<full key>.arfuse.
+// Publish is write-to-unique-temporary + fsync + rename, so a reader never sees a torn entry
+// and many processes may fill one folder at once. A bad entry is removed, never loaded.
+// A folder that is not ours (other owner, group/other-writable), unwritable or full makes the
+// cache work from memory only, with one warning. Temporaries (.tmp-*) of writers that died are
+// removed once older than kStaleTemporaryAge, so a live writer's file is never taken.
+#pragma once
+
+#include "arfuse/base/export.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "arfuse/cache/cache_entry.hpp"
+#include "arfuse/cache/entry_file.hpp"
+
+namespace arfuse::cache {
+
+constexpr std::uint64_t kDefaultMaxBytes = 1ull << 30;  // 1 GiB
+// A publish takes milliseconds; a temporary this old belongs to a writer that died.
+constexpr std::int64_t kStaleTemporaryAgeSeconds = 3600;
+
+// ARFUSE_CACHE_DIR, else $XDG_CACHE_HOME/arfuse, else ~/.cache/arfuse.
+ARFUSE_API std::string default_cache_dir();
+// ARFUSE_CACHE_MAX_BYTES, else kDefaultMaxBytes; throws ConfigError for a value that is no number.
+ARFUSE_API std::uint64_t default_max_bytes();
+
+// Whether `dir` can hold a cache: created (0700) if missing, a folder of this user that nobody
+// else may write. False with the reason otherwise. Says nothing itself.
+ARFUSE_API bool usable_cache_folder(const std::string& dir, std::string& why);
+
+struct ARFUSE_API EntryInfo {
+  std::string path;
+  std::string file_name;
+  std::uint64_t bytes = 0;
+  std::int64_t last_use_ns = 0;  // modification time, refreshed on every hit
+  bool regular = true;           // false: a folder, link, FIFO... named like an entry (bad)
+};
+
+// What a cache folder holds, read in one pass.
+struct ARFUSE_API FolderContents {
+  std::vector<EntryInfo> entries;      // named like an entry, of any kind
+  std::vector<EntryInfo> temporaries;  // .tmp-*
+  std::uint64_t bytes() const;         // what the size cap counts
+};
+
+// One entry checked: readable, verified, and its header's key is the one its name carries.
+struct ARFUSE_API CheckedEntry {
+  ReadOutcome outcome = ReadOutcome::missing;
+  std::string problem;
+  CacheEntry entry;
+  bool ok() const { return outcome == ReadOutcome::ok; }
+};
+
+struct ARFUSE_API DiskCacheStats {
+  std::uint64_t hits = 0, misses = 0, rejected = 0, writes = 0, evictions = 0;
+};
+
+class ARFUSE_API DiskCache {
+ public:
+  explicit DiskCache(std::string dir = default_cache_dir(), std::uint64_t max_bytes = default_max_bytes());
+
+  const std::string& dir() const { return dir_; }
+  // False when the folder is not used at all (untrusted or cannot be created).
+  bool readable() const { return readable_; }
+  bool writable() const { return writable_; }
+  const std::string& problem() const { return problem_; }
+
+  // The entry with exactly this key, verified; a bad one is removed and counted as rejected.
+  std::optional<CacheEntry> get(const Digest& source, const Digest& full);
+  // The newest valid entry for this source from any compiler (for a process without one).
+  std::optional<CacheEntry> get_any(const Digest& source);
+  // Publishes atomically; on failure warns once and carries on without the disk.
+  bool put(const Digest& source, const CacheEntry& entry);
+
+  // Everything named like an entry, whatever kind of file it is, sorted by name.
+  std::vector<EntryInfo> list() const;
+  // Writers' temporaries (.tmp-*), live or left by a writer that died.
+  std::vector<EntryInfo> temporaries() const;
+  // Entries and temporaries together: what the size cap counts.
+  std::uint64_t total_bytes() const;
+  // Whether a temporary is older than `age_seconds`: its writer died.
+  static bool is_stale(const EntryInfo& temporary, std::int64_t age_seconds = kStaleTemporaryAgeSeconds);
+  // Removes temporaries older than `age_seconds`; returns how many.
+  int remove_stale_temporaries(std::int64_t age_seconds = kStaleTemporaryAgeSeconds);
+  // Removes stale temporaries, then least recently used entries until the folder holds at
+  // most max_bytes.
+  int prune(std::uint64_t max_bytes);
+  // Removes every entry and every temporary; returns how many entries.
+  int clear();
+  DiskCacheStats stats() const;
+
+  static std::string entry_name(const Digest& source, const Digest& full);
+  // Whether an entry file's name carries this full key (a renamed or copied file does not).
+  static bool name_matches_key(const std::string& file_name, const Digest& full);
+  // Reads and verifies one entry, and that its name carries its key. Every reader uses this.
+  static CheckedEntry check(const std::string& path);
+
+ private:
+  std::optional<CacheEntry> load_verified(const std::string& path, const Digest* expected_key);
+  void remove_bad(const std::string& path, const std::string& problem);
+  bool publish(const std::string& temp_path, const std::string& final_path, int& error);
+  FolderContents scan() const;
+  // `why` is the reason (problem()), `path` the file it happened to, for the warning.
+  void disable_writes(const std::string& why, const std::string& path);
+
+  std::string dir_;
+  std::uint64_t max_bytes_;
+  bool readable_ = false;
+  bool writable_ = false;
+  std::string problem_;
+  std::atomic<std::uint64_t> hits_{0}, misses_{0}, rejected_{0}, writes_{0}, evictions_{0};
+};
+
+}  // namespace arfuse::cache

@@ -1,0 +1,199 @@
+#include "arfuse/jit/kernel_spec.hpp"
+
+#include <charconv>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "arfuse/base/error.hpp"
+
+namespace arfuse::jit {
+namespace {
+
+template <typename Enum>
+Enum parse_enum(std::string_view what, std::string_view text, const std::vector<Enum>& values) {
+  std::string allowed;
+  for (Enum v : values) {
+    if (text == to_string(v)) return v;
+    allowed += allowed.empty() ? "" : ", ";
+    allowed += to_string(v);
+  }
+  throw Error(fmt::format("unknown {} '{}': allowed are {}", what, text, allowed));
+}
+
+std::vector<std::string_view> split(std::string_view text, char sep) {
+  std::vector<std::string_view> parts;
+  size_t begin = 0;
+  while (true) {
+    size_t end = text.find(sep, begin);
+    parts.push_back(text.substr(begin, end - begin));
+    if (end == std::string_view::npos) return parts;
+    begin = end + 1;
+  }
+}
+
+int parse_prefixed_int(std::string_view part, char prefix, std::string_view what,
+                       std::string_view whole) {
+  int value = 0;
+  if (part.size() < 2 || part[0] != prefix ||
+      std::from_chars(part.data() + 1, part.data() + part.size(), value).ptr !=
+          part.data() + part.size()) {
+    throw Error(fmt::format("bad {} field '{}' in spec '{}': expected {}<number>", what, part,
+                            whole, prefix));
+  }
+  return value;
+}
+
+}  // namespace
+
+bool uses_quant(Module m) { return m == Module::rmsnorm_quant || m == Module::fused_ar; }
+bool uses_norm(Module m) { return m == Module::rmsnorm_quant || m == Module::fused_ar; }
+bool uses_world(Module m) { return m == Module::fused_ar || m == Module::allreduce; }
+
+void KernelSpec::validate() const {
+  if (hidden <= 0 || hidden % 8 != 0 || hidden > kMaxHidden) {
+    throw Error(fmt::format("hidden size {} is not supported: it must be a positive multiple of "
+                            "8 and at most {}",
+                            hidden, kMaxHidden));
+  }
+  if (uses_world(module)) {
+    if (world < kMinWorld || world > kMaxWorld) {
+      throw Error(fmt::format("world size {} is not supported by {}: allowed are {} to {}", world,
+                              to_string(module), kMinWorld, kMaxWorld));
+    }
+    if (stage != 1 && stage != 2) {
+      throw Error(fmt::format("stage {} is not supported by {}: allowed are 1 and 2", stage,
+                              to_string(module)));
+    }
+  }
+}
+
+KernelSpec KernelSpec::canonical() const {
+  KernelSpec c = *this;
+  if (!uses_quant(module)) c.quant = Quant::none;
+  if (!uses_norm(module)) c.norm = Norm::rms;
+  if (!uses_world(module)) c.world = 1, c.stage = 1;
+  return c;
+}
+
+std::uint64_t KernelSpec::packed() const {
+  const KernelSpec c = canonical();
+  return std::uint64_t(c.module) | std::uint64_t(c.dtype) << 4 | std::uint64_t(c.quant) << 8 |
+         std::uint64_t(c.norm) << 12 | std::uint64_t(c.world) << 16 | std::uint64_t(c.stage) << 24 |
+         std::uint64_t(std::uint32_t(c.hidden)) << 32;
+}
+
+std::string KernelSpec::text() const {
+  const KernelSpec c = canonical();
+  std::string s = fmt::format("{}/h{}/{}", to_string(c.module), c.hidden, to_string(c.dtype));
+  if (uses_quant(c.module)) s += fmt::format("/{}", to_string(c.quant));
+  if (uses_norm(c.module)) s += fmt::format("/{}", to_string(c.norm));
+  if (uses_world(c.module)) s += fmt::format("/w{}/s{}", c.world, c.stage);
+  return s + "/" + c.target.name();
+}
+
+KernelSpec KernelSpec::parse(std::string_view text) {
+  auto parts = split(text, '/');
+  KernelSpec s;
+  s.module = parse_module(parts[0]);
+  size_t expected = 4 + (uses_quant(s.module) ? 1 : 0) + (uses_norm(s.module) ? 1 : 0) +
+                    (uses_world(s.module) ? 2 : 0);
+  if (parts.size() != expected) {
+    throw Error(fmt::format("spec '{}' has {} fields; a {} spec has {}, e.g. '{}'", text,
+                            parts.size(), to_string(s.module), expected,
+                            s.module == Module::fused_ar ? "fused_ar/h6144/bf16/fp8/rms/w4/s1/sm_90"
+                            : s.module == Module::allreduce ? "allreduce/h6144/bf16/w4/s1/sm_90"
+                            : s.module == Module::token_quant ? "token_quant/h6144/bf16/sm_90"
+                                                              : "rmsnorm_quant/h6144/bf16/fp8/rms/sm_90"));
+  }
+  size_t i = 1;
+  s.hidden = parse_prefixed_int(parts[i++], 'h', "hidden", text);
+  s.dtype = parse_dtype(parts[i++]);
+  if (uses_quant(s.module)) s.quant = parse_quant(parts[i++]);
+  if (uses_norm(s.module)) s.norm = parse_norm(parts[i++]);
+  if (uses_world(s.module)) {
+    s.world = parse_prefixed_int(parts[i++], 'w', "world", text);
+    s.stage = parse_prefixed_int(parts[i++], 's', "stage", text);
+  }
+  s.target = Target::parse(parts[i]);
+  s.validate();
+  return s;
+}
+
+nlohmann::json KernelSpec::json() const {
+  const KernelSpec c = canonical();
+  nlohmann::json j = {{"module", to_string(c.module)},
+                      {"hidden", c.hidden},
+                      {"dtype", to_string(c.dtype)},
+                      {"target", c.target.name()}};
+  if (uses_quant(c.module)) j["quant"] = to_string(c.quant);
+  if (uses_norm(c.module)) j["norm"] = to_string(c.norm);
+  if (uses_world(c.module)) j["world"] = c.world, j["stage"] = c.stage;
+  return j;
+}
+
+KernelSpec KernelSpec::from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw Error(fmt::format("a spec must be a JSON object, not {}", j.dump()));
+  auto string_field = [&](const char* key) -> std::string {
+    if (!j.contains(key)) throw Error(fmt::format("spec {} has no \"{}\"", j.dump(), key));
+    if (!j[key].is_string()) throw Error(fmt::format("spec field \"{}\" must be a string, not {}", key, j[key].dump()));
+    return j[key].get<std::string>();
+  };
+  auto int_field = [&](const char* key) -> int {
+    if (!j.contains(key)) throw Error(fmt::format("spec {} has no \"{}\"", j.dump(), key));
+    if (!j[key].is_number_integer()) throw Error(fmt::format("spec field \"{}\" must be an integer, not {}", key, j[key].dump()));
+    return j[key].get<int>();
+  };
+  KernelSpec s;
+  s.module = parse_module(string_field("module"));
+  s.hidden = int_field("hidden");
+  s.dtype = parse_dtype(string_field("dtype"));
+  s.target = Target::parse(string_field("target"));
+  if (uses_quant(s.module)) s.quant = parse_quant(string_field("quant"));
+  if (uses_norm(s.module)) s.norm = parse_norm(string_field("norm"));
+  if (uses_world(s.module)) s.world = int_field("world"), s.stage = int_field("stage");
+  s.validate();
+  return s;
+}
+
+const char* to_string(Module v) {
+  switch (v) {
+    case Module::rmsnorm_quant: return "rmsnorm_quant";
+    case Module::token_quant: return "token_quant";
+    case Module::fused_ar: return "fused_ar";
+    case Module::allreduce: return "allreduce";
+  }
+  return "?";
+}
+const char* to_string(DType v) { return v == DType::f16 ? "f16" : "bf16"; }
+const char* to_string(Quant v) {
+  return v == Quant::none ? "none" : v == Quant::fp8 ? "fp8" : "fp8_mirror";
+}
+const char* to_string(Norm v) { return v == Norm::rms ? "rms" : "gemma"; }
+
+const std::vector<Module>& all_modules() {
+  static const std::vector<Module> v{Module::rmsnorm_quant, Module::token_quant, Module::fused_ar,
+                                     Module::allreduce};
+  return v;
+}
+const std::vector<DType>& all_dtypes() {
+  static const std::vector<DType> v{DType::f16, DType::bf16};
+  return v;
+}
+const std::vector<Quant>& all_quants() {
+  static const std::vector<Quant> v{Quant::none, Quant::fp8, Quant::fp8_mirror};
+  return v;
+}
+const std::vector<Norm>& all_norms() {
+  static const std::vector<Norm> v{Norm::rms, Norm::gemma};
+  return v;
+}
+
+Module parse_module(std::string_view t) { return parse_enum("module", t, all_modules()); }
+DType parse_dtype(std::string_view t) { return parse_enum("dtype", t, all_dtypes()); }
+Quant parse_quant(std::string_view t) { return parse_enum("quant mode", t, all_quants()); }
+Norm parse_norm(std::string_view t) { return parse_enum("norm mode", t, all_norms()); }
+
+int element_bytes(DType) { return 2; }
+
+}  // namespace arfuse::jit

@@ -1,0 +1,76 @@
+// KernelSpec: one specialisation of one module, the first stage of the JIT pipeline
+//   KernelSpec -> Source -> CompiledCode -> CacheEntry -> LoadedModule -> Kernel.
+// Fields a module does not use are held at their defaults, so two specs are equal exactly
+// when they build the same kernel. Canonical text form (also the JSON form's "spec" field):
+//   rmsnorm_quant/h6144/bf16/fp8/rms/sm_90
+//   token_quant/h6144/bf16/sm_90
+//   fused_ar/h6144/bf16/fp8_mirror/gemma/w4/s2/sm_90
+//   allreduce/h6144/bf16/w4/s1/sm_90
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "arfuse/base/export.hpp"
+#include "arfuse/jit/target.hpp"
+#include "arfuse/templates/limits.cuh"
+
+namespace arfuse::jit {
+
+enum class Module { rmsnorm_quant, token_quant, fused_ar, allreduce };
+enum class DType { f16, bf16 };
+// The device code's mode codes (templates/limits.cuh), so a mode is passed to a kernel as int(mode).
+enum class Quant { none = kQuantNone, fp8 = kQuantFp8, fp8_mirror = kQuantFp8Mirror };
+enum class Norm { rms = kNormRms, gemma = kNormGemma };
+
+struct ARFUSE_API KernelSpec {
+  Module module = Module::rmsnorm_quant;
+  int hidden = 0;
+  DType dtype = DType::bf16;
+  Quant quant = Quant::none;
+  Norm norm = Norm::rms;
+  int world = 1;  // fused_ar, allreduce
+  int stage = 1;  // fused_ar, allreduce
+  Target target = Target::parse("sm_90");
+
+  // Throws arfuse::Error naming the bad field, its value and what is allowed.
+  void validate() const;
+  // This spec with the fields its module does not use reset to their defaults.
+  KernelSpec canonical() const;
+  std::string text() const;
+  // The canonical fields other than the target in one number: equal for two specs of one target
+  // exactly when they build the same kernel (a key that costs no string).
+  std::uint64_t packed() const;
+  static KernelSpec parse(std::string_view text);
+  nlohmann::json json() const;
+  static KernelSpec from_json(const nlohmann::json& json);
+
+  bool operator==(const KernelSpec& other) const { return text() == other.text(); }
+  bool operator!=(const KernelSpec& other) const { return !(*this == other); }
+};
+
+ARFUSE_API bool uses_quant(Module module);
+ARFUSE_API bool uses_norm(Module module);
+ARFUSE_API bool uses_world(Module module);
+
+ARFUSE_API const char* to_string(Module value);
+ARFUSE_API const char* to_string(DType value);
+ARFUSE_API const char* to_string(Quant value);
+ARFUSE_API const char* to_string(Norm value);
+ARFUSE_API Module parse_module(std::string_view text);
+ARFUSE_API DType parse_dtype(std::string_view text);
+ARFUSE_API Quant parse_quant(std::string_view text);
+ARFUSE_API Norm parse_norm(std::string_view text);
+
+ARFUSE_API const std::vector<Module>& all_modules();
+ARFUSE_API const std::vector<DType>& all_dtypes();
+ARFUSE_API const std::vector<Quant>& all_quants();
+ARFUSE_API const std::vector<Norm>& all_norms();
+
+ARFUSE_API int element_bytes(DType dtype);
+
+}  // namespace arfuse::jit

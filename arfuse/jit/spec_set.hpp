@@ -1,0 +1,34 @@
+// Sets of specs for cache warmup: the embedded default set, and the JSON config form
+//   {"specs": [{"module": "rmsnorm_quant", "hidden": [6144, 8192], "dtype": ["bf16"],
+//               "quant": ["none", "fp8"], "norm": ["rms", "gemma"]}],
+//    "targets": ["sm_90"]}
+// Every list is expanded as a cartesian product; an omitted field takes all its values (the
+// default hidden sizes for "hidden"); a single value may stand for a list of one.
+#pragma once
+
+#include "arfuse/base/export.hpp"
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "arfuse/jit/kernel_spec.hpp"
+
+namespace arfuse::jit {
+
+ARFUSE_API const std::vector<int>& default_hidden_sizes();  // 2048, 2880, 4096, 5120, 6144, 7168, 8192
+ARFUSE_API const std::vector<int>& default_world_sizes();   // 2, 4, 8
+
+struct ARFUSE_API SpecSet {
+  std::vector<KernelSpec> specs;
+  std::vector<std::string> targets;  // from the config's "targets", if any
+};
+
+// Every module over its full default product, for each target.
+ARFUSE_API std::vector<KernelSpec> default_specs(const std::vector<Target>& targets);
+
+// Throws arfuse::Error naming the JSON path, the value and what is allowed.
+ARFUSE_API SpecSet parse_spec_set(const nlohmann::json& config, const std::vector<Target>& targets);
+
+}  // namespace arfuse::jit

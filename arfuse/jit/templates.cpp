@@ -1,0 +1,90 @@
+#include "arfuse/jit/templates.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "arfuse/base/settings.hpp"
+#include "arfuse/base/error.hpp"
+#include "arfuse/jit/embedded_templates.hpp"
+
+namespace arfuse::jit {
+namespace {
+
+bool read_file(const std::string& path, std::string& text) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  text = buffer.str();
+  return true;
+}
+
+// The name in `#include "name"`, or empty when the line is no such include.
+std::string quoted_include(const std::string& line) {
+  size_t i = line.find_first_not_of(" \t");
+  if (i == std::string::npos || line.compare(i, 8, "#include") != 0) return {};
+  size_t open = line.find('"', i + 8);
+  size_t close = open == std::string::npos ? open : line.find('"', open + 1);
+  if (close == std::string::npos) return {};
+  return line.substr(open + 1, close - open - 1);
+}
+
+void expand(const std::string& name, std::vector<TemplateFile>& included, std::string& out) {
+  for (const auto& f : included) {
+    if (f.name == name) return;
+  }
+  included.push_back(load_template(name));
+  std::istringstream lines(included.back().text);
+  out += fmt::format("#line 1 \"{}\"\n", name);
+  std::string line;
+  int number = 0;
+  while (std::getline(lines, line)) {
+    ++number;
+    std::string child = quoted_include(line);
+    if (child.empty()) {
+      out += line == "#pragma once" ? "" : line;
+      out += '\n';
+      continue;
+    }
+    expand(child, included, out);
+    out += fmt::format("#line {} \"{}\"\n", number + 1, name);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> template_names() {
+  std::vector<std::string> names;
+  for (const auto& t : embedded_templates()) names.push_back(t.name);
+  return names;
+}
+
+TemplateFile load_template(const std::string& name) {
+  for (const auto& t : embedded_templates()) {
+    if (name != t.name) continue;
+    if (const auto dir = settings::text("ARFUSE_TEMPLATE_DIR")) {
+      TemplateFile file{name, {}};
+      std::string path = *dir + "/" + name;
+      if (!read_file(path, file.text)) {
+        throw Error(fmt::format("ARFUSE_TEMPLATE_DIR is set, but {} cannot be read", path));
+      }
+      return file;
+    }
+    return TemplateFile{name, std::string(t.text, t.size)};
+  }
+  std::string known;
+  for (const auto& n : template_names()) known += (known.empty() ? "" : ", ") + n;
+  throw Error(fmt::format("unknown template '{}': the templates are {}", name, known));
+}
+
+std::string expand_includes(const std::string& root, std::vector<TemplateFile>& included) {
+  included.clear();
+  std::string out;
+  expand(root, included, out);
+  return out;
+}
+
+}  // namespace arfuse::jit

@@ -1,0 +1,25 @@
+// Access to the kernel templates: the embedded copies, or the files in ARFUSE_TEMPLATE_DIR
+// when it is set (for development: edit a .cuh, rerun, no rebuild).
+#pragma once
+
+#include "arfuse/base/export.hpp"
+
+#include <string>
+#include <vector>
+
+namespace arfuse::jit {
+
+struct ARFUSE_API TemplateFile {
+  std::string name;
+  std::string text;
+};
+
+// Throws arfuse::Error when `name` is not a known template.
+ARFUSE_API TemplateFile load_template(const std::string& name);
+ARFUSE_API std::vector<std::string> template_names();
+
+// `root` with every `#include "x.cuh"` expanded once (as #pragma once would), in order of
+// first inclusion. The files read are returned in `included`, root first.
+ARFUSE_API std::string expand_includes(const std::string& root, std::vector<TemplateFile>& included);
+
+}  // namespace arfuse::jit

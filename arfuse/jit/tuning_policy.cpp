@@ -1,0 +1,28 @@
+#include <algorithm>
+
+#include "arfuse/jit/tuning.hpp"
+#include "arfuse/templates/limits.cuh"
+
+namespace arfuse::jit {
+
+unsigned grid_blocks(int rows, int blocks_per_multiprocessor, int multiprocessors, int ranks_per_device) {
+  const int resident = std::max(1, blocks_per_multiprocessor) * std::max(1, multiprocessors);
+  const int cap = std::max(1, resident / std::max(1, ranks_per_device));
+  return unsigned(std::max(1, std::min({rows, cap, kMaxBlocks})));
+}
+
+
+int min_resident_blocks(const KernelSpec& spec, const BlockShape& block) {
+  // Told the blocks per SM it already gets (2 of 512, 3 of 384 threads), ptxas uses the
+  // registers that allows and schedules differently: fused W = 4 [2048, 8192] FP8 201.7 ->
+  // 156.8 µs, [2517, 6144] BF16 176.3 -> 141.6 µs (same occupancy, so the schedule is the
+  // cause; ncu cannot profile the virtual-rank kernels to say which part). Only where it was
+  // measured: a minimum of 2 at 384 threads took 72 registers and lost the third block (+20 %),
+  // rmsnorm_quant at h8192 did not change, and at W = 8 the capped kernels spill (ptxas,
+  // sm_90: 4-84 bytes), so W = 8 keeps no minimum.
+  const bool fused_one_stage = spec.module == Module::fused_ar && spec.stage == 1 && spec.world <= 4;
+  if (spec.target.vendor() != Vendor::nvidia || !fused_one_stage || block.vectors_per_thread != 2) return 0;
+  return block.threads == 512 ? 2 : block.threads == 384 ? 3 : 0;
+}
+
+}  // namespace arfuse::jit

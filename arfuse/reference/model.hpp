@@ -1,0 +1,49 @@
+// The CPU reference model of the numeric contract (docs/numeric-contract.md), bit for bit: the rank
+// order fold, residual add, RMSNorm with the device's exact reduction tree (it follows
+// jit::block_shape and the target's warp size), per-token FP8. Tensors are raw bits: T is
+// f16/bf16 as uint16_t, fp8 as uint8_t.
+#pragma once
+
+#include "arfuse/base/export.hpp"
+
+#include <cstdint>
+#include <vector>
+
+#include "arfuse/jit/kernel_spec.hpp"
+
+namespace arfuse::reference {
+
+using Bits16 = std::vector<std::uint16_t>;
+
+ARFUSE_API float widen(std::uint16_t bits, jit::DType dtype);
+ARFUSE_API std::uint16_t narrow(float value, jit::DType dtype);
+
+// Step 1: T( ((f(x0) + f(x1)) + f(x2)) + ... ), rank order 0..W-1.
+ARFUSE_API Bits16 fold(const std::vector<Bits16>& inputs, jit::DType dtype);
+
+struct ARFUSE_API EpilogueConfig {
+  int hidden = 0;
+  jit::DType dtype = jit::DType::bf16;
+  jit::Quant quant = jit::Quant::none;
+  jit::Norm norm = jit::Norm::rms;
+  float eps = 1e-6f;
+  jit::Target target = jit::Target::parse("sm_90");
+};
+
+struct ARFUSE_API EpilogueOutputs {
+  Bits16 residual_out;
+  Bits16 out;                   // quant none
+  std::vector<std::uint8_t> q;  // quant modes
+  std::vector<float> scales;    // quant modes
+  Bits16 mirror;                // fp8_mirror
+};
+
+// Steps 2-7 for `tokens` rows of the already reduced tensor `ar`.
+ARFUSE_API EpilogueOutputs epilogue(const EpilogueConfig& config, int tokens, const Bits16& ar,
+                         const Bits16& residual_in, const Bits16& weight);
+
+// Step 7 alone, on y (what token_quant computes).
+ARFUSE_API void token_quant(const EpilogueConfig& config, int tokens, const Bits16& y,
+                 std::vector<std::uint8_t>& q, std::vector<float>& scales);
+
+}  // namespace arfuse::reference

@@ -1,0 +1,28 @@
+// Bit-exact software conversions on the CPU, written independently of the device code:
+// f32 <-> f16 / bf16 (round to nearest even, subnormals, overflow to Inf) and f32 -> e4m3fn /
+// e4m3fnuz (round to nearest even, saturating, by search over the format's code table).
+// NaN becomes the canonical NaN of each format (f16/bf16 0x7fff, e4m3fn 0x7f, e4m3fnuz 0x80),
+// as the kernels produce it.
+#pragma once
+
+#include "arfuse/base/export.hpp"
+
+#include <cstdint>
+
+#include "arfuse/jit/target.hpp"
+
+namespace arfuse::reference {
+
+ARFUSE_API float bits_to_float(std::uint32_t bits);
+ARFUSE_API std::uint32_t float_to_bits(float value);
+
+ARFUSE_API float bf16_to_float(std::uint16_t bits);
+ARFUSE_API std::uint16_t float_to_bf16(float value);
+ARFUSE_API float f16_to_float(std::uint16_t bits);
+ARFUSE_API std::uint16_t float_to_f16(float value);
+
+ARFUSE_API float fp8_to_float(std::uint8_t code, jit::Fp8Format format);
+ARFUSE_API std::uint8_t float_to_fp8(float value, jit::Fp8Format format);
+ARFUSE_API float fp8_max(jit::Fp8Format format);
+
+}  // namespace arfuse::reference

@@ -1,0 +1,39 @@
+#include "arfuse/runtime/call_check.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "arfuse/base/error.hpp"
+#include "arfuse/jit/kernel_spec.hpp"
+#include "arfuse/templates/signal.cuh"
+
+namespace arfuse {
+
+std::string describe_call(unsigned long long d) {
+  const auto quant = jit::Quant(std::min(call_quant(d), unsigned(kQuantFp8Mirror)));
+  const auto norm = jit::Norm(call_norm(d));
+  return fmt::format("{} x {} {}{}, stage {}", call_tokens(d), call_hidden(d), call_bf16(d) ? "bf16" : "f16",
+                     call_epilogue(d) ? fmt::format(", quant {}, norm {}", jit::to_string(quant), jit::to_string(norm))
+                                      : " (plain all-reduce)",
+                     call_stage(d));
+}
+
+void throw_signal_error(unsigned int code, int rank, const unsigned long long calls[2], std::chrono::milliseconds timeout) {
+  const int peer = int(signal_error_rank(code));
+  if (signal_error_kind(code) == kCallMismatch) {
+    throw CallMismatch(fmt::format("the ranks made different calls: rank {} called {}, rank {} called {}; every rank "
+                                   "must make the same call. Nothing was computed from the other rank's rows; "
+                                   "synchronise all ranks and call reset() before the next call",
+                                   rank, describe_call(calls[0]), peer, describe_call(calls[1])),
+                       rank, peer);
+  }
+  const char* kinds[] = {"?", "entry", "middle", "exit"};
+  const unsigned kind = signal_error_kind(code);
+  throw PeerTimeout(fmt::format("rank {} did not arrive at the {} barrier of rank {} (block {}) within {} ms; "
+                                "synchronise all ranks and call reset() before the next call",
+                                peer, kinds[kind < 4 ? kind : 0], rank, signal_error_block(code), timeout.count()),
+                    peer);
+}
+
+}  // namespace arfuse

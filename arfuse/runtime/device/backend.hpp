@@ -1,0 +1,84 @@
+// What one vendor's GPU runtime provides, as the device layer's classes (device.hpp) use it.
+// Internal: only files of runtime/device/ include it. Handles are opaque pointers; each backend
+// casts them to its own types (CUstream, hipStream_t, ...). The CUDA driver is the first
+// backend (cuda_backend.cpp); a HIP backend implements the same interface and is picked by
+// backend() without any change above this folder.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "arfuse/jit/target.hpp"
+#include "arfuse/runtime/device/device.hpp"
+
+namespace arfuse::device {
+
+using NativeContext = void*;
+using NativeModule = void*;
+using NativeFunction = void*;
+using NativeGraph = void*;
+
+struct DeviceProperties {
+  std::string name;
+  jit::Target target = jit::Target::parse("sm_90");
+  int multiprocessors = 0;
+  std::string pci_bus_id;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual int device_count() const = 0;  // throws Unavailable when there is no driver
+  virtual DeviceProperties properties(int ordinal) const = 0;
+  // The device's primary context, retained until release_context.
+  virtual NativeContext retain_context(int ordinal) const = 0;
+  virtual void release_context(int ordinal) const noexcept = 0;
+  virtual void make_current(NativeContext context) const = 0;
+  virtual void make_current_quietly(NativeContext context) const noexcept = 0;
+  virtual bool can_access_peer(int ordinal, int peer_ordinal) const = 0;
+  virtual void enable_peer_access(NativeContext peer_context) const = 0;  // from the current context
+
+  virtual void* allocate(std::size_t bytes) const = 0;
+  virtual void free(void* pointer) const noexcept = 0;
+  // Synchronous with respect to the host (the copy or fill has landed when they return).
+  virtual void copy_to_device(void* device, const void* host, std::size_t bytes) const = 0;
+  virtual void copy_to_host(void* host, const void* device, std::size_t bytes) const = 0;
+  virtual void fill(void* device, std::uint8_t value, std::size_t bytes) const = 0;
+  virtual void copy_async(void* to, const void* from, std::size_t bytes, NativeStream stream) const = 0;
+
+  virtual NativeStream create_stream() const = 0;
+  virtual void destroy_stream(NativeStream stream) const noexcept = 0;
+  virtual void synchronize(NativeStream stream) const = 0;
+  virtual void wait(NativeStream stream, NativeEvent event) const = 0;
+  virtual NativeEvent create_event() const = 0;
+  virtual void destroy_event(NativeEvent event) const noexcept = 0;
+  virtual void record(NativeEvent event, NativeStream stream) const = 0;
+  virtual void synchronize_event(NativeEvent event) const = 0;
+  virtual float elapsed_ms(NativeEvent start, NativeEvent end) const = 0;
+
+  virtual void begin_capture(NativeStream stream) const = 0;
+  virtual void abort_capture(NativeStream stream) const noexcept = 0;
+  virtual NativeGraph end_capture(NativeStream stream) const = 0;  // instantiated for replay
+  virtual void launch_graph(NativeGraph graph, NativeStream stream) const = 0;
+  virtual void destroy_graph(NativeGraph graph) const noexcept = 0;
+
+  virtual NativeModule load_module(const std::vector<std::uint8_t>& payload) const = 0;
+  virtual void unload_module(NativeModule module) const noexcept = 0;
+  virtual NativeFunction function(NativeModule module, const std::string& lowered_name) const = 0;
+  virtual void launch(NativeFunction function, unsigned grid, unsigned block, NativeStream stream, void** args) const = 0;
+  virtual int max_active_blocks(NativeFunction function, int block_threads) const = 0;
+  virtual KernelResources resources(NativeFunction function) const = 0;
+
+  virtual std::string export_ipc(const void* pointer) const = 0;
+  virtual void* open_ipc(const std::string& handle) const = 0;  // on the current context
+  virtual void close_ipc(void* pointer) const noexcept = 0;
+};
+
+// This machine's backend (CUDA today). Throws Unavailable when no GPU runtime loads.
+const Backend& backend();
+// The CUDA driver backend (cuda_backend.cpp).
+const Backend& cuda_backend();
+
+}  // namespace arfuse::device

@@ -1,0 +1,96 @@
+// Internal to runtime/device/ (the CUDA backend). The CUDA driver API, loaded with dlopen (libcuda.so.1), so arfuse runs on machines without
+// a GPU and reports "no driver" as an error instead of failing to start.
+#pragma once
+
+#include <cstddef>
+
+namespace arfuse::cuda {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphExec = struct CUgraphExec_st*;
+
+// Values from cuda.h (stable ABI).
+constexpr int kAttrMultiprocessorCount = 16;
+constexpr int kAttrComputeCapabilityMajor = 75;
+constexpr int kAttrComputeCapabilityMinor = 76;
+constexpr int kFuncAttrNumRegs = 4;
+constexpr int kFuncAttrSharedSizeBytes = 1;
+constexpr int kFuncAttrLocalSizeBytes = 3;
+constexpr int kStreamNonBlocking = 1;
+constexpr int kCaptureModeThreadLocal = 1;
+constexpr int kErrorNotReady = 600;
+constexpr int kErrorNoDevice = 100;
+constexpr int kErrorPeerAccessAlreadyEnabled = 704;
+constexpr unsigned kIpcMemLazyEnablePeerAccess = 1;
+
+// CUipcMemHandle: an opaque 64-byte value, passed by value like cuda.h's struct.
+struct IpcMemHandle {
+  char reserved[64];
+};
+
+struct Driver {
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuGetErrorString)(CUresult, const char**);
+  CUresult (*cuGetErrorName)(CUresult, const char**);
+  CUresult (*cuDriverGetVersion)(int*);
+  CUresult (*cuDeviceGetCount)(int*);
+  CUresult (*cuDeviceGet)(CUdevice*, int);
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice);
+  CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
+  CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
+  CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*cuFuncGetAttribute)(int*, int, CUfunction);
+  CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int*, CUfunction, int, size_t);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void**, void**);
+  CUresult (*cuStreamCreate)(CUstream*, unsigned);
+  CUresult (*cuStreamDestroy)(CUstream);
+  CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuStreamBeginCapture)(CUstream, int);
+  CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long);
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec);
+  CUresult (*cuGraphDestroy)(CUgraph);
+  CUresult (*cuEventCreate)(CUevent*, unsigned);
+  CUresult (*cuEventDestroy)(CUevent);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+  CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
+  CUresult (*cuDeviceCanAccessPeer)(int*, CUdevice, CUdevice);
+  CUresult (*cuCtxEnablePeerAccess)(CUcontext, unsigned);
+  CUresult (*cuDeviceGetPCIBusId)(char*, int, CUdevice);
+  CUresult (*cuIpcGetMemHandle)(IpcMemHandle*, CUdeviceptr);
+  CUresult (*cuIpcOpenMemHandle)(CUdeviceptr*, IpcMemHandle, unsigned);
+  CUresult (*cuIpcCloseMemHandle)(CUdeviceptr);
+};
+
+// Loads and initialises the driver once; throws arfuse::Unavailable when there is no driver
+// or no GPU.
+const Driver& driver();
+
+// Throws arfuse::DeviceError naming `call` and the driver's message when result != 0.
+void check(CUresult result, const char* call);
+
+}  // namespace arfuse::cuda

@@ -1,0 +1,28 @@
+#include "arfuse/runtime/device/ipc.hpp"
+
+#include "arfuse/base/error.hpp"
+#include "arfuse/runtime/device/backend.hpp"
+
+namespace arfuse {
+
+std::string export_ipc_handle(const DeviceBuffer& buffer) {
+  if (buffer.get() == nullptr) throw Error("cannot export an empty device buffer");
+  return device::backend().export_ipc(buffer.get());
+}
+
+IpcMapping::IpcMapping(const Device& device, const std::string& handle) : device_(&device) {
+  device.make_current();
+  pointer_ = device::backend().open_ipc(handle);
+}
+
+IpcMapping::IpcMapping(IpcMapping&& other) noexcept : device_(other.device_), pointer_(other.pointer_) {
+  other.pointer_ = nullptr;
+}
+
+IpcMapping::~IpcMapping() {
+  if (pointer_ == nullptr) return;
+  device_->make_current_quietly();
+  device::backend().close_ipc(pointer_);
+}
+
+}  // namespace arfuse

@@ -1,0 +1,33 @@
+// Sharing device memory with other processes (CUDA IPC): the owner exports a handle, a peer
+// process opens it and gets a pointer in its own address space to the same memory.
+#pragma once
+
+#include <string>
+
+#include "arfuse/base/export.hpp"
+#include "arfuse/runtime/device/device.hpp"
+
+namespace arfuse {
+
+// The 64 bytes a peer needs to open `buffer`, as a string for the bootstrap.
+ARFUSE_API std::string export_ipc_handle(const DeviceBuffer& buffer);
+
+// A peer's buffer opened in this process on `device`; closed on destruction. Throws
+// DeviceError when the driver refuses (another node, no P2P path between the GPUs) and Error
+// when `handle` is not 64 bytes.
+class ARFUSE_API IpcMapping {
+ public:
+  IpcMapping(const Device& device, const std::string& handle);
+  ~IpcMapping();
+  IpcMapping(IpcMapping&& other) noexcept;
+  IpcMapping& operator=(IpcMapping&&) = delete;
+  IpcMapping(const IpcMapping&) = delete;
+  IpcMapping& operator=(const IpcMapping&) = delete;
+  void* get() const { return pointer_; }
+
+ private:
+  const Device* device_;
+  void* pointer_ = nullptr;
+};
+
+}  // namespace arfuse

@@ -1,0 +1,49 @@
+#include "arfuse/runtime/epilogue.hpp"
+
+#include "arfuse/runtime/validate.hpp"
+
+namespace arfuse {
+
+using detail::require_pointer;
+
+void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
+  ctx.spec(jit::Module::rmsnorm_quant, a.hidden, a.dtype, a.quant, a.norm);  // checks hidden
+  detail::require_tokens(a.tokens);
+  detail::require_eps(a.eps);
+  if (a.tokens == 0) return;
+  detail::require_epilogue_pointers({a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.quant},
+                                    "(the reduced tensor)");
+  detail::launch_rmsnorm_quant(ctx, a, stream);
+}
+
+void detail::launch_rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
+  const auto& k = ctx.kernel(ctx.spec(jit::Module::rmsnorm_quant, a.hidden, a.dtype, a.quant, a.norm));
+  const void* in = a.input;
+  const void* res_in = a.residual_in;
+  void* res_out = a.residual_out;
+  const void* weight = a.weight;
+  float eps = a.eps;
+  void* out = a.out;
+  float* scales = a.scales;
+  void* mirror = a.mirror;
+  int tokens = a.tokens;
+  void* params[] = {&in, &res_in, &res_out, &weight, &eps, &out, &scales, &mirror, &tokens};
+  k.kernel.launch(unsigned(a.tokens), stream, params);  // one block per row
+}
+
+void token_quant(Context& ctx, const TokenQuantArgs& a, const Stream& stream) {
+  const auto& k = ctx.kernel(ctx.spec(jit::Module::token_quant, a.hidden, a.dtype));
+  detail::require_tokens(a.tokens);
+  if (a.tokens == 0) return;
+  require_pointer(a.input, "input", "(the tensor to quantise)");
+  require_pointer(a.out, "out", "(the fp8 output)");
+  require_pointer(a.scales, "scales", "(the per-token scales)");
+  const void* in = a.input;
+  void* out = a.out;
+  float* scales = a.scales;
+  int tokens = a.tokens;
+  void* params[] = {&in, &out, &scales, &tokens};
+  k.kernel.launch(unsigned(a.tokens), stream, params);  // one block per row
+}
+
+}  // namespace arfuse

@@ -1,0 +1,46 @@
+// The standalone epilogue kernels, for a tensor that was all-reduced elsewhere:
+//   rmsnorm_quant: residual add + RMSNorm/Gemma + optional per-token FP8 (contract steps 2-7);
+//   token_quant:   per-token FP8 of a tensor that already is y (step 7).
+// All pointers are device pointers, 16-byte aligned, row-major [tokens, hidden].
+#pragma once
+
+#include "arfuse/base/export.hpp"
+#include "arfuse/runtime/context.hpp"
+
+namespace arfuse {
+
+struct ARFUSE_API RmsnormQuantArgs {
+  const void* input = nullptr;  // T [tokens, hidden], the reduced sum
+  const void* residual_in = nullptr;
+  void* residual_out = nullptr;  // may equal residual_in
+  const void* weight = nullptr;  // T [hidden]
+  float eps = 1e-6f;
+  void* out = nullptr;       // T (quant none) or fp8 bytes [tokens, hidden]
+  float* scales = nullptr;   // fp32 [tokens], quant modes
+  void* mirror = nullptr;    // T [tokens, hidden], fp8_mirror
+  int tokens = 0;
+  int hidden = 0;
+  jit::DType dtype = jit::DType::bf16;
+  jit::Quant quant = jit::Quant::none;
+  jit::Norm norm = jit::Norm::rms;
+};
+
+struct ARFUSE_API TokenQuantArgs {
+  const void* input = nullptr;  // T [tokens, hidden]
+  void* out = nullptr;          // fp8 bytes [tokens, hidden]
+  float* scales = nullptr;      // fp32 [tokens]
+  int tokens = 0;
+  int hidden = 0;
+  jit::DType dtype = jit::DType::bf16;
+};
+
+// Validate (arfuse::Error naming the argument), get the kernel, launch on `stream`.
+ARFUSE_API void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& args, const Stream& stream);
+ARFUSE_API void token_quant(Context& ctx, const TokenQuantArgs& args, const Stream& stream);
+
+namespace detail {
+// rmsnorm_quant without the argument checks, for a caller that made them (the group's NCCL path).
+ARFUSE_API void launch_rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& args, const Stream& stream);
+}
+
+}  // namespace arfuse

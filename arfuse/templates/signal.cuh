@@ -1,0 +1,109 @@
+// The signal block each rank owns, shared by device code and the host runtime (plain C++,
+// no vendor code). Peers write into it, so its layout is part of the protocol between ranks
+// of possibly different builds: change it and you MUST bump kSignalLayoutVersion (the group
+// handshake compares it).
+#pragma once
+
+#include "host_device.cuh"
+#include "limits.cuh"
+
+namespace arfuse {
+
+inline constexpr unsigned int kSignalLayoutVersion = 2;
+
+// A barrier flag carries two things in one 64-bit word, so that one release store publishes
+// both and one acquire load reads both: the barrier epoch, in bits 0-12, and the sender's call
+// (call_descriptor), in bits 13-63. Thirteen bits of epoch are plenty: a peer's flag is never
+// more than one barrier away from ours, and epochs compare by wrapped difference.
+inline constexpr int kEpochBits = 13;
+inline constexpr unsigned long long kEpochMask = (1ull << kEpochBits) - 1;
+
+struct Signal {
+  // flag[b][r]: what block b of rank r last announced to this rank (epoch and call, above).
+  unsigned long long flag[kMaxBlocks][kMaxWorld];
+  // epoch[b]: this rank's barrier counter for block slot b; advanced by the kernel itself, so
+  // graph replays need no host update.
+  unsigned int epoch[kMaxBlocks];
+  // 0, or the first barrier timeout or call mismatch seen by this rank (signal_error_* below).
+  unsigned int error;
+  unsigned int reserved[31];
+  // With a kCallMismatch error: this rank's call and the differing peer's (call_descriptor).
+  unsigned long long mismatch_mine;
+  unsigned long long mismatch_theirs;
+};
+
+// Whether a flag shows `epoch` (or the barrier after it): the sign of the 13-bit difference.
+ARFUSE_HOST_DEVICE constexpr bool epoch_reached(unsigned long long flag, unsigned int epoch) {
+  return int((unsigned int)(flag - epoch) << (32 - kEpochBits)) >= 0;
+}
+
+// Error word: bit 31 set, kind in bits 24-27, block in bits 8-23, the peer rank in 0-7: the
+// one that did not arrive at a barrier, or whose call differs (kCallMismatch).
+enum BarrierKind { kBarrierEntry = 1, kBarrierMiddle = 2, kBarrierExit = 3, kCallMismatch = 4 };
+ARFUSE_HOST_DEVICE constexpr unsigned int signal_error_code(unsigned int kind, unsigned int block, unsigned int rank) {
+  return 0x80000000u | (kind << 24) | ((block & 0xffffu) << 8) | (rank & 0xffu);
+}
+ARFUSE_HOST_DEVICE constexpr unsigned int signal_error_rank(unsigned int code) { return code & 0xffu; }
+ARFUSE_HOST_DEVICE constexpr unsigned int signal_error_block(unsigned int code) { return (code >> 8) & 0xffffu; }
+ARFUSE_HOST_DEVICE constexpr unsigned int signal_error_kind(unsigned int code) { return (code >> 24) & 0xfu; }
+
+// What a rank's call is, as its peers compare it (51 bits): tokens (bits 0-31), hidden / 8 - 1
+// (32-43), bf16 (44), quant mode (45-47), norm mode (48), stage - 1 (49), epilogue (50). The
+// world size is the group's, agreed at creation. Ranks whose calls differ would read rows
+// nobody wrote. A call has tokens >= 1 (0 launches nothing), so 0 can mean "not checked".
+ARFUSE_HOST_DEVICE constexpr unsigned long long call_descriptor(unsigned tokens, unsigned hidden, bool bf16, unsigned quant,
+                                                                unsigned norm, unsigned stage, bool epilogue) {
+  return tokens | ((unsigned long long)((hidden / 8 - 1) & 0xfffu) << 32) | ((unsigned long long)bf16 << 44) |
+         ((unsigned long long)(quant & 7u) << 45) | ((unsigned long long)(norm & 1u) << 48) |
+         ((unsigned long long)((stage - 1) & 1u) << 49) | ((unsigned long long)epilogue << 50);
+}
+ARFUSE_HOST_DEVICE constexpr unsigned call_tokens(unsigned long long d) { return unsigned(d & 0xffffffffu); }
+ARFUSE_HOST_DEVICE constexpr unsigned call_hidden(unsigned long long d) { return (unsigned((d >> 32) & 0xfffu) + 1) * 8; }
+ARFUSE_HOST_DEVICE constexpr bool call_bf16(unsigned long long d) { return (d >> 44) & 1u; }
+ARFUSE_HOST_DEVICE constexpr unsigned call_quant(unsigned long long d) { return unsigned((d >> 45) & 7u); }
+ARFUSE_HOST_DEVICE constexpr unsigned call_norm(unsigned long long d) { return unsigned((d >> 48) & 1u); }
+ARFUSE_HOST_DEVICE constexpr unsigned call_stage(unsigned long long d) { return unsigned((d >> 49) & 1u) + 1; }
+ARFUSE_HOST_DEVICE constexpr bool call_epilogue(unsigned long long d) { return (d >> 50) & 1u; }
+static_assert((call_descriptor(0xffffffffu, 32768, true, 7, 1, 2, true) >> (64 - kEpochBits)) == 0,
+              "a call descriptor must fit above the epoch bits of a flag");
+
+// The pointers a kernel needs to reach every rank's buffers, passed by value.
+struct PeerBuffers {
+  void* staging[kMaxWorld];
+  void* gather[kMaxWorld];
+  Signal* signal[kMaxWorld];
+};
+
+// The one kernel parameter of fused_ar_kernel; the host fills it (runtime/group.cpp).
+struct FusedArgs {
+  PeerBuffers peers;
+  int rank;
+  int tokens;
+  const void* residual_in;
+  void* residual_out;
+  const void* weight;
+  float eps;
+  void* out;      // T, or fp8 bytes in the quant modes
+  float* scales;  // [tokens], quant modes
+  void* mirror;   // T [tokens, H], kQuantFp8Mirror
+  unsigned long long timeout_ns;
+  const void* input;  // this rank's contribution, copied into its staging buffer; null: already there
+  int check_call;     // 1: publish and compare call descriptors at the entry barrier (every rank alike)
+};
+
+// The kernels read these structs as laid out by the device compiler; pin the host's view (the
+// host build checks, where offsetof needs no toolkit header).
+#if !defined(ARFUSE_VENDOR_NVIDIA) && !defined(ARFUSE_VENDOR_AMD)
+static_assert(__builtin_offsetof(Signal, epoch) == kMaxBlocks * kMaxWorld * 8, "Signal layout");
+static_assert(__builtin_offsetof(Signal, error) == kMaxBlocks * kMaxWorld * 8 + kMaxBlocks * 4, "Signal layout");
+static_assert(__builtin_offsetof(Signal, mismatch_mine) == __builtin_offsetof(Signal, error) + 32 * 4, "Signal layout");
+static_assert(sizeof(Signal) == __builtin_offsetof(Signal, mismatch_mine) + 16, "Signal layout");
+static_assert(sizeof(Signal::reserved) / 4 >= kMaxWorld, "the write test needs a reserved word per rank");
+static_assert(sizeof(PeerBuffers) == 3 * kMaxWorld * 8, "PeerBuffers layout");
+static_assert(__builtin_offsetof(FusedArgs, rank) == sizeof(PeerBuffers), "FusedArgs layout");
+static_assert(__builtin_offsetof(FusedArgs, timeout_ns) == sizeof(PeerBuffers) + 64, "FusedArgs layout");
+static_assert(__builtin_offsetof(FusedArgs, input) == sizeof(PeerBuffers) + 72, "FusedArgs layout");
+static_assert(__builtin_offsetof(FusedArgs, check_call) == sizeof(PeerBuffers) + 80, "FusedArgs layout");
+#endif
+
+}  // namespace arfuse
