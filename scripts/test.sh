@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything and runs the [cpu] tests (and, on a machine with a GPU, the [gpu] tests),
-# plus the downstream find_package(arfuse) check against an install tree.
+# plus the downstream checks (ctest: a shared install found with find_package, and add_subdirectory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup-deps.sh
@@ -18,10 +18,3 @@ if nvidia-smi -L >/dev/null 2>&1; then
   fi
 fi
 ctest --test-dir "$build" --output-on-failure -L "$labels"
-# A downstream project builds against the installed package.
-rm -rf "$build/install" "$build/downstream"
-prefix="$(cd "$build" && pwd)/install"
-cmake --install "$build" --prefix "$prefix" >/dev/null
-cmake -S tests/downstream -B "$build/downstream" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
-cmake --build "$build/downstream" >/dev/null
-"$build/downstream/downstream" && echo "downstream find_package(arfuse): 1 passed, 0 failed"
