@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "arfuse/base/export.hpp"
 #include "arfuse/cache/cache_entry.hpp"
 
 namespace arfuse::cache {
@@ -17,13 +18,13 @@ namespace arfuse::cache {
 enum class ReadOutcome { ok, missing, bad };
 
 // `problem` says why the file is bad (or that it is missing).
-ReadOutcome read_entry_file(const std::string& path, CacheEntry& entry, std::string& problem);
+ARFUSE_API ReadOutcome read_entry_file(const std::string& path, CacheEntry& entry, std::string& problem);
 
 // "a folder", "a symbolic link", "a FIFO", ... for a file that is not a regular file.
-std::string file_kind(mode_t mode);
+ARFUSE_API std::string file_kind(mode_t mode);
 
 // Removes whatever is at `path`, a folder with everything in it (links are removed, never
 // followed). False with `why` when something stays.
-bool remove_path(const std::string& path, std::string& why);
+ARFUSE_API bool remove_path(const std::string& path, std::string& why);
 
 }  // namespace arfuse::cache
