@@ -27,25 +27,33 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help") {
-      std::printf("usage: arfuse-example-eager-overhead [--world W] [--tokens T] [--hidden H] [--calls N] [--batches B]\n");
+      std::printf(
+          "usage: arfuse-example-eager-overhead [--world W] [--tokens T] [--hidden H] [--calls N] [--batches B]\n");
       std::exit(0);
     }
     if (i + 1 >= argc) throw arfuse::Error(a + " needs a value (see --help)");
     const int v = std::stoi(argv[++i]);
     if (v <= 0) throw arfuse::Error(a + " must be positive");
-    if (a == "--world") o.world = v;
-    else if (a == "--tokens") o.tokens = v;
-    else if (a == "--hidden") o.hidden = v;
-    else if (a == "--calls") o.calls = v;
-    else if (a == "--batches") o.batches = v;
-    else throw arfuse::Error("unknown argument " + a + " (see --help)");
+    if (a == "--world")
+      o.world = v;
+    else if (a == "--tokens")
+      o.tokens = v;
+    else if (a == "--hidden")
+      o.hidden = v;
+    else if (a == "--calls")
+      o.calls = v;
+    else if (a == "--batches")
+      o.batches = v;
+    else
+      throw arfuse::Error("unknown argument " + a + " (see --help)");
   }
   return o;
 }
 
 // Median and minimum microseconds per call over the batches.
 template <typename Issue>
-std::pair<double, double> time_batches(const Options& o, std::vector<std::unique_ptr<arfuse::Stream>>& streams, Issue issue) {
+std::pair<double, double> time_batches(const Options& o, std::vector<std::unique_ptr<arfuse::Stream>>& streams,
+                                       Issue issue) {
   std::vector<double> per_call;
   for (int b = 0; b < o.batches + 1; ++b) {  // the first batch warms up
     const auto start = std::chrono::steady_clock::now();
@@ -85,16 +93,18 @@ int main(int argc, char** argv) try {
     streams.push_back(std::make_unique<Stream>(rank.device()));
     AllreduceRmsnormArgs& a = fused[size_t(r)];
     a.input = rank.input_buffer(), a.residual_in = buffer(n * 2), a.residual_out = buffer(n * 2);
-    a.weight = buffer(std::size_t(o.hidden) * 2), a.out = buffer(n), a.scales = static_cast<float*>(buffer(std::size_t(o.tokens) * 4));
+    a.weight = buffer(std::size_t(o.hidden) * 2), a.out = buffer(n),
+    a.scales = static_cast<float*>(buffer(std::size_t(o.tokens) * 4));
     a.tokens = o.tokens, a.hidden = o.hidden, a.dtype = jit::DType::bf16, a.quant = jit::Quant::fp8;
     AllreduceArgs& p = plain[size_t(r)];
     p.input = rank.input_buffer(), p.out = buffer(n * 2), p.tokens = o.tokens, p.hidden = o.hidden;
   }
-  const auto f = time_batches(o, streams, [&](int r, Stream& s) { group.rank(r).allreduce_rmsnorm(fused[size_t(r)], s); });
+  const auto f =
+      time_batches(o, streams, [&](int r, Stream& s) { group.rank(r).allreduce_rmsnorm(fused[size_t(r)], s); });
   const auto p = time_batches(o, streams, [&](int r, Stream& s) { group.rank(r).allreduce(plain[size_t(r)], s); });
   group.check();
-  std::printf("eager host time per call, W=%d virtual ranks, %d x %d bf16, %d calls x %d batches:\n", o.world,
-              o.tokens, o.hidden, o.calls * o.world, o.batches);
+  std::printf("eager host time per call, W=%d virtual ranks, %d x %d bf16, %d calls x %d batches:\n", o.world, o.tokens,
+              o.hidden, o.calls * o.world, o.batches);
   std::printf("  allreduce_rmsnorm (fp8)  median %.3f us  min %.3f us\n", f.first, f.second);
   std::printf("  allreduce                median %.3f us  min %.3f us\n", p.first, p.second);
   return 0;

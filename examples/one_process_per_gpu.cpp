@@ -8,8 +8,8 @@
 // or MPI pass their own allgather instead of the socket: see callback_bootstrap in README.md.
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -31,12 +31,18 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw arfuse::Error(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--rank") o.rank = std::stoi(next());
-    else if (a == "--world") o.world = std::stoi(next());
-    else if (a == "--device") o.device = std::stoi(next());
-    else if (a == "--socket") o.socket = next();
-    else if (a == "--tokens") o.tokens = std::stoi(next());
-    else if (a == "--hidden") o.hidden = std::stoi(next());
+    if (a == "--rank")
+      o.rank = std::stoi(next());
+    else if (a == "--world")
+      o.world = std::stoi(next());
+    else if (a == "--device")
+      o.device = std::stoi(next());
+    else if (a == "--socket")
+      o.socket = next();
+    else if (a == "--tokens")
+      o.tokens = std::stoi(next());
+    else if (a == "--hidden")
+      o.hidden = std::stoi(next());
     else if (a == "--help") {
       std::printf("usage: arfuse-example-tp --rank R --world W --socket PATH [--device D] [--tokens N] [--hidden H]\n");
       std::exit(0);
@@ -44,7 +50,8 @@ Options parse(int argc, char** argv) {
       throw arfuse::Error("unknown argument " + a + " (see --help)");
     }
   }
-  if (o.rank < 0 || o.world < 1 || o.socket.empty()) throw arfuse::Error("--rank, --world and --socket are required (see --help)");
+  if (o.rank < 0 || o.world < 1 || o.socket.empty())
+    throw arfuse::Error("--rank, --world and --socket are required (see --help)");
   if (o.device < 0) o.device = arfuse::Device::count() > o.rank ? o.rank : 0;
   return o;
 }

@@ -1,9 +1,9 @@
 // The test binary; re-executed with --rank-worker it is one rank of a multi-process group
 // (tests/rank_worker.hpp), so the multi-process tests need no second executable.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
-
 #include <cstring>
+
+#include <catch2/catch.hpp>
 
 #include "rank_worker.hpp"
 

@@ -1,12 +1,11 @@
 #include "rank_worker.hpp"
 
+#include <fmt/format.h>
 #include <signal.h>
 
 #include <cstdio>
 #include <fstream>
 #include <random>
-
-#include <fmt/format.h>
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/runtime/group.hpp"
@@ -71,8 +70,10 @@ std::string expected_blob(unsigned seed, int case_index, int world) {
   reference::EpilogueConfig config{c.hidden, c.dtype, c.quant, c.norm, 1e-6f, jit::Target::parse("sm_90")};
   const auto e = reference::epilogue(config, c.tokens, sum, shared.residual, shared.weight);
   append(blob, e.residual_out);
-  if (c.quant == Quant::none) append(blob, e.out);
-  else append(blob, e.q), append(blob, e.scales);
+  if (c.quant == Quant::none)
+    append(blob, e.out);
+  else
+    append(blob, e.q), append(blob, e.scales);
   if (c.quant == Quant::fp8_mirror) append(blob, e.mirror);
   return blob;
 }
@@ -85,8 +86,13 @@ std::string timeout_path(const std::string& dir, int rank) { return fmt::format(
 std::string info_path(const std::string& dir, int rank) { return fmt::format("{}/info-rank{}.txt", dir, rank); }
 
 CaseBuffers::CaseBuffers(const Device& d)
-    : input(d, bytes()), residual(d, bytes()), residual_out(d, bytes()), weight(d, kProcessMaxHidden * 2),
-      out(d, bytes()), scales(d, kProcessMaxTokens * 4), mirror(d, bytes()) {}
+    : input(d, bytes()),
+      residual(d, bytes()),
+      residual_out(d, bytes()),
+      weight(d, kProcessMaxHidden * 2),
+      out(d, bytes()),
+      scales(d, kProcessMaxTokens * 4),
+      mirror(d, bytes()) {}
 
 void CaseBuffers::prepare(unsigned seed, int case_index, int rank) {
   const auto in = case_inputs(seed, case_index, rank);
@@ -102,8 +108,10 @@ std::string download_blob(const ProcessCase& c, const CaseBuffers& b) {
     return blob;
   }
   append(blob, b.residual_out.download<std::uint16_t>(n));
-  if (c.quant == Quant::none) append(blob, b.out.download<std::uint16_t>(n));
-  else append(blob, b.out.download<std::uint8_t>(n)), append(blob, b.scales.download<float>(std::size_t(c.tokens)));
+  if (c.quant == Quant::none)
+    append(blob, b.out.download<std::uint16_t>(n));
+  else
+    append(blob, b.out.download<std::uint8_t>(n)), append(blob, b.scales.download<float>(std::size_t(c.tokens)));
   if (c.quant == Quant::fp8_mirror) append(blob, b.mirror.download<std::uint16_t>(n));
   return blob;
 }
@@ -188,7 +196,8 @@ int rank_worker_main(int argc, char** argv) {
   run.out_dir = argv[4], run.die_at = std::atoi(argv[5]);
   run.timeout = std::chrono::milliseconds(std::atoi(argv[6]));
   try {
-    std::shared_ptr<Bootstrap> b = local_socket_bootstrap(socket, run.rank, run.world, std::chrono::milliseconds(60000));
+    std::shared_ptr<Bootstrap> b =
+        local_socket_bootstrap(socket, run.rank, run.world, std::chrono::milliseconds(60000));
     return run_rank(b, run);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: %s\n", run.rank, e.what());

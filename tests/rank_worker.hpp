@@ -12,8 +12,8 @@
 
 #include "arfuse/jit/kernel_spec.hpp"
 #include "arfuse/reference/model.hpp"
-#include "arfuse/runtime/setup/bootstrap.hpp"
 #include "arfuse/runtime/group.hpp"
+#include "arfuse/runtime/setup/bootstrap.hpp"
 
 namespace arfuse::test {
 

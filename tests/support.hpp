@@ -33,12 +33,16 @@ class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
   }
   ~ScopedEnv() {
-    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
+    if (had_)
+      setenv(name_.c_str(), old_.c_str(), 1);
+    else
+      unsetenv(name_.c_str());
   }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
@@ -90,17 +94,18 @@ long first_difference(const std::vector<T>& a, const std::vector<T>& b) {
 }
 
 template <typename T>
-void require_bits_equal(const std::vector<T>& got, const std::vector<T>& expected, const std::string& what, int hidden) {
+void require_bits_equal(const std::vector<T>& got, const std::vector<T>& expected, const std::string& what,
+                        int hidden) {
   const long i = first_difference(got, expected);
   if (i >= 0) {
-    FAIL(what << ": first mismatch at element " << i << " (row " << i / hidden << ", column " << i % hidden
-              << "): got " << double(got[size_t(i)]) << " expected " << double(expected[size_t(i)]) << " of "
-              << expected.size());
+    FAIL(what << ": first mismatch at element " << i << " (row " << i / hidden << ", column " << i % hidden << "): got "
+              << double(got[size_t(i)]) << " expected " << double(expected[size_t(i)]) << " of " << expected.size());
   }
   SUCCEED(what << " bit-identical (" << expected.size() << " elements)");
 }
 
-inline void require_scales_equal(const std::vector<float>& got, const std::vector<float>& expected, const std::string& what) {
+inline void require_scales_equal(const std::vector<float>& got, const std::vector<float>& expected,
+                                 const std::string& what) {
   const long i = first_difference(got, expected);
   if (i >= 0) FAIL(what << ": scale of row " << i << " is " << got[size_t(i)] << ", expected " << expected[size_t(i)]);
   SUCCEED(what << " scales bit-identical");

@@ -10,6 +10,7 @@
 #include "arfuse/base/error.hpp"
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/jit/elf_file.hpp"
+
 #include "support.hpp"
 
 using namespace arfuse;
@@ -60,10 +61,11 @@ std::string kernel_body(const std::string& assembly, const std::string& symbol) 
 
 TEST_CASE("the clang back end builds every module for the AMD targets", "[cpu][amdclang]") {
   if (!clang_available()) return;
-  const std::string target = GENERATE(as<std::string>{}, "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1200", "gfx1250");
-  for (const char* body : {"rmsnorm_quant/h7168/bf16/fp8/rms/", "rmsnorm_quant/h2880/f16/fp8_mirror/gemma/", "token_quant/h2048/bf16/",
-                           "fused_ar/h6144/bf16/fp8/rms/w4/s1/", "fused_ar/h2880/f16/fp8_mirror/gemma/w8/s2/",
-                           "allreduce/h4096/bf16/w2/s2/"}) {
+  const std::string target =
+      GENERATE(as<std::string>{}, "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1200", "gfx1250");
+  for (const char* body : {"rmsnorm_quant/h7168/bf16/fp8/rms/", "rmsnorm_quant/h2880/f16/fp8_mirror/gemma/",
+                           "token_quant/h2048/bf16/", "fused_ar/h6144/bf16/fp8/rms/w4/s1/",
+                           "fused_ar/h2880/f16/fp8_mirror/gemma/w8/s2/", "allreduce/h4096/bf16/w2/s2/"}) {
     const std::string spec = body + target;
     CAPTURE(spec);
     const CompiledCode code = compile(spec);
@@ -98,8 +100,7 @@ TEST_CASE("AMD code objects say their target, wavefront size and FP8 range", "[c
   CHECK_FALSE(contains_bytes(code.payload, &other, 4));
 }
 
-TEST_CASE("AMD machine code keeps the contract's cross-warp step for the square sum and the amax",
-          "[cpu][amdclang]") {
+TEST_CASE("AMD machine code keeps the contract's cross-warp step for the square sum and the amax", "[cpu][amdclang]") {
   if (!clang_available()) return;
   const std::string target = GENERATE(as<std::string>{}, "gfx1250", "gfx942");
   CAPTURE(target);
@@ -108,7 +109,8 @@ TEST_CASE("AMD machine code keeps the contract's cross-warp step for the square 
   const int log2_wave = wave == 64 ? 6 : 5;
   const std::string lowered = amd_clang_compiler()->compile(source).lowered_name;
   const std::string body = kernel_body(amd_clang_assembly(source), lowered);
-  const int cross_lane = test::count_of(body, "ds_bpermute") + test::count_of(body, "_dpp") + test::count_of(body, "permlane");
+  const int cross_lane =
+      test::count_of(body, "ds_bpermute") + test::count_of(body, "_dpp") + test::count_of(body, "permlane");
   const int lds_loads = test::count_of(body, "ds_load") + test::count_of(body, "ds_read");
   CAPTURE(wave, warps, cross_lane, lds_loads);
   // Two reductions (square sum, amax), each a warp step and a cross-warp step of log2(wave)
@@ -120,7 +122,8 @@ TEST_CASE("AMD machine code keeps the contract's cross-warp step for the square 
   CHECK(lds_loads <= 4);
 }
 
-TEST_CASE("hiprtc builds the targets it knows, clang the rest; a bad ARFUSE_AMD_CLANG is a clear error", "[cpu][amdclang]") {
+TEST_CASE("hiprtc builds the targets it knows, clang the rest; a bad ARFUSE_AMD_CLANG is a clear error",
+          "[cpu][amdclang]") {
   if (!clang_available()) return;
   CHECK_THAT(compiler_for(Target::parse("gfx1250"))->identity(), Contains("clang 2"));
   try {
@@ -137,7 +140,9 @@ TEST_CASE("hiprtc builds the targets it knows, clang the rest; a bad ARFUSE_AMD_
   setenv("ARFUSE_AMD_CLANG", "/bin/true", 1);
   REQUIRE_THROWS_WITH(amd_clang_compiler(), Contains("knows no AMD target"));
   REQUIRE_THROWS_AS(compiler_for(Target::parse("gfx1999")), UnsupportedTarget);
-  if (restore.empty()) unsetenv("ARFUSE_AMD_CLANG");
-  else setenv("ARFUSE_AMD_CLANG", restore.c_str(), 1);
+  if (restore.empty())
+    unsetenv("ARFUSE_AMD_CLANG");
+  else
+    setenv("ARFUSE_AMD_CLANG", restore.c_str(), 1);
   REQUIRE_THROWS_AS(compile("token_quant/h2048/bf16/gfx1999"), UnsupportedTarget);
 }

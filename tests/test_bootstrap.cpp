@@ -1,11 +1,11 @@
 // [cpu] The bootstrap: threads and forked processes exchange bytes; a missing rank times out
 // with its number; mismatched configuration is refused on every rank; garbage is an error.
 #include <grp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +17,7 @@
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/runtime/setup/bootstrap.hpp"
+
 #include "support.hpp"
 
 using namespace arfuse;
@@ -72,7 +73,8 @@ pid_t start_child(bool as_nobody, const std::function<void()>& body, int& messag
     int code = 0;
     std::string message;
     try {
-      if (as_nobody && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0)) throw Error("setuid failed");
+      if (as_nobody && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
+        throw Error("setuid failed");
       body();
     } catch (const std::exception& e) {
       message = e.what(), code = 3;
@@ -197,7 +199,8 @@ TEST_CASE("socket bootstrap: a missing rank times out, on rank 0 and on the othe
     root_error = e.what();
   }
   CHECK_THAT(root_error, Contains("rank(s) 1, 2 did not join"));
-  REQUIRE_THROWS_WITH(local_socket_bootstrap(socket_path(), 1, 3, milliseconds(200)), Contains("found no rank 0 listening"));
+  REQUIRE_THROWS_WITH(local_socket_bootstrap(socket_path(), 1, 3, milliseconds(200)),
+                      Contains("found no rank 0 listening"));
   // A rank that joined but never takes part in an exchange.
   const std::string path2 = socket_path();
   auto codes = in_processes(2, [&](int r) {
@@ -236,19 +239,25 @@ TEST_CASE("socket bootstrap: garbage from a peer is an error, not a hang", "[cpu
 TEST_CASE("callback bootstrap: the engine's allgather is checked", "[cpu][bootstrap]") {
   auto good = callback_bootstrap(1, 2, [](const std::string& mine) { return std::vector<std::string>{"zero", mine}; });
   CHECK(good->allgather("one") == std::vector<std::string>{"zero", "one"});
-  auto short_result = callback_bootstrap(1, 3, [](const std::string& mine) { return std::vector<std::string>{"zero", mine}; });
+  auto short_result = callback_bootstrap(1, 3, [](const std::string& mine) {
+    return std::vector<std::string>{"zero", mine};
+  });
   REQUIRE_THROWS_WITH(short_result->allgather("one"), Contains("returned 2 entries for a world of 3"));
-  auto wrong_slot = callback_bootstrap(0, 2, [](const std::string& mine) { return std::vector<std::string>{"other", mine}; });
+  auto wrong_slot = callback_bootstrap(0, 2, [](const std::string& mine) {
+    return std::vector<std::string>{"other", mine};
+  });
   REQUIRE_THROWS_WITH(wrong_slot->allgather("mine"), Contains("own bytes"));
   REQUIRE_THROWS_WITH(callback_bootstrap(2, 2, nullptr), Contains("rank 2 is outside 0..1"));
 }
 
-TEST_CASE("socket bootstrap: a peer of another uid is refused with a clear error on both sides", "[cpu][bootstrap][security]") {
+TEST_CASE("socket bootstrap: a peer of another uid is refused with a clear error on both sides",
+          "[cpu][bootstrap][security]") {
   if (!can_become_nobody()) return;
   const std::string dir = test::fresh_dir("arfuse-bootstrap"), path = dir + "/rendezvous.sock";
   REQUIRE(chmod(dir.c_str(), 0755) == 0);  // others may look in, not write: still a trusted folder
   int root_fd = -1;
-  const pid_t root = start_child(false, [&] { local_socket_bootstrap(path, 0, 2, milliseconds(5000)); }, root_fd);
+  const pid_t root = start_child(
+      false, [&] { local_socket_bootstrap(path, 0, 2, milliseconds(5000)); }, root_fd);
   REQUIRE(wait_for_socket(path));
   struct stat st {};
   REQUIRE(stat(path.c_str(), &st) == 0);
@@ -262,25 +271,30 @@ TEST_CASE("socket bootstrap: a peer of another uid is refused with a clear error
   CHECK_THAT(rank0.message, Contains("refused a process") && Contains("uid 65534 is not this job's uid 0"));
 }
 
-TEST_CASE("socket bootstrap: a squatting listener of another uid is refused and left alone", "[cpu][bootstrap][security]") {
+TEST_CASE("socket bootstrap: a squatting listener of another uid is refused and left alone",
+          "[cpu][bootstrap][security]") {
   if (!can_become_nobody()) return;
   const std::string squat = test::fresh_dir("arfuse-squat");
   REQUIRE(chown(squat.c_str(), 65534, 65534) == 0);
   int ready[2];
   REQUIRE(pipe(ready) == 0);
   int squatter_fd = -1;
-  const pid_t squatter = start_child(true, [&] {
-    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strcpy(addr.sun_path, (squat + "/s").c_str());
-    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 8) != 0) throw Error("squatter cannot listen");
-    (void)!write(ready[1], "x", 1);
-    for (int i = 0; i < 300; ++i) {  // accepts and holds connections for up to 3 s
-      pollfd p{fd, POLLIN, 0};
-      if (poll(&p, 1, 10) > 0) (void)accept(fd, nullptr, nullptr);
-    }
-  }, squatter_fd);
+  const pid_t squatter = start_child(
+      true,
+      [&] {
+        const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::strcpy(addr.sun_path, (squat + "/s").c_str());
+        if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 8) != 0)
+          throw Error("squatter cannot listen");
+        (void)!write(ready[1], "x", 1);
+        for (int i = 0; i < 300; ++i) {  // accepts and holds connections for up to 3 s
+          pollfd p{fd, POLLIN, 0};
+          if (poll(&p, 1, 10) > 0) (void)accept(fd, nullptr, nullptr);
+        }
+      },
+      squatter_fd);
   char c = 0;
   REQUIRE(read(ready[0], &c, 1) == 1);
   // The squatter's socket now sits where the job expects rank 0 (a bound socket keeps working
@@ -292,7 +306,8 @@ TEST_CASE("socket bootstrap: a squatting listener of another uid is refused and 
                         Contains("runs as uid 65534, not as this job's uid 0"));
   }
   SECTION("rank 0 neither follows nor removes it") {
-    REQUIRE_THROWS_WITH(local_socket_bootstrap(path, 0, 2, milliseconds(2000)), Contains("is not a socket of this user"));
+    REQUIRE_THROWS_WITH(local_socket_bootstrap(path, 0, 2, milliseconds(2000)),
+                        Contains("is not a socket of this user"));
     CHECK(access(path.c_str(), F_OK) == 0);
   }
   kill(squatter, SIGKILL);
@@ -307,10 +322,13 @@ TEST_CASE("socket bootstrap: the job secret is proven both ways; a wrong or miss
   const std::string secret1 = GENERATE(as<std::string>{}, "alpha", "beta", "alpha");
   CAPTURE(secret0, secret1);
   int fd = -1;
-  const pid_t root = start_child(false, [&] {
-    auto b = local_socket_bootstrap(path, 0, 2, milliseconds(5000), secret0);
-    if (b->allgather("zero")[1] != "one") throw Error("wrong exchange");
-  }, fd);
+  const pid_t root = start_child(
+      false,
+      [&] {
+        auto b = local_socket_bootstrap(path, 0, 2, milliseconds(5000), secret0);
+        if (b->allgather("zero")[1] != "one") throw Error("wrong exchange");
+      },
+      fd);
   // Rank 1 takes its secret from the environment, as a job would pass it.
   const ChildResult rank1 = in_child(false, [&] {
     setenv("ARFUSE_BOOTSTRAP_SECRET", secret1.c_str(), 1);
@@ -335,9 +353,11 @@ TEST_CASE("socket bootstrap: the socket folder is created 0700, must be ours and
   SECTION("a missing folder is created 0700 and the socket is 0600") {
     const std::string path = base + "/job/42/rendezvous.sock";
     int fd = -1;
-    const pid_t root = start_child(false, [&] { local_socket_bootstrap(path, 0, 2, milliseconds(5000))->barrier(); }, fd);
+    const pid_t root = start_child(
+        false, [&] { local_socket_bootstrap(path, 0, 2, milliseconds(5000))->barrier(); }, fd);
     REQUIRE(wait_for_socket(path));
-    struct stat folder {}, file {};
+    struct stat folder {
+    }, file{};
     REQUIRE(stat((base + "/job/42").c_str(), &folder) == 0);
     REQUIRE(stat(path.c_str(), &file) == 0);
     CHECK((folder.st_mode & 0777) == 0700);
@@ -354,7 +374,8 @@ TEST_CASE("socket bootstrap: the socket folder is created 0700, must be ours and
   SECTION("a folder of another user is refused") {
     if (!can_become_nobody()) return;
     REQUIRE(chown(base.c_str(), 65534, 65534) == 0);
-    REQUIRE_THROWS_WITH(local_socket_bootstrap(base + "/r.sock", 0, 2, milliseconds(500)), Contains("is owned by uid 65534, not by this user"));
+    REQUIRE_THROWS_WITH(local_socket_bootstrap(base + "/r.sock", 0, 2, milliseconds(500)),
+                        Contains("is owned by uid 65534, not by this user"));
   }
   SECTION("a file at the path is left alone; a dead socket of this user is replaced") {
     const std::string path = base + "/r.sock";

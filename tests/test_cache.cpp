@@ -1,6 +1,7 @@
 // [cpu] The persistent cache: keys, entries, verification, publishing under concurrency,
 // untrusted and unwritable folders, eviction, the in-memory layer, and serving a process that
 // has no compiler.
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,12 +14,12 @@
 #include <fstream>
 #include <thread>
 
-#include "arfuse/base/error.hpp"
 #include "arfuse/base/dynamic_library.hpp"
+#include "arfuse/base/error.hpp"
 #include "arfuse/base/system.hpp"
-#include <dlfcn.h>
 #include "arfuse/cache/cache_key.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
+
 #include "support.hpp"
 
 using namespace arfuse;
@@ -64,7 +65,8 @@ TEST_CASE("the key changes with templates, options, target and compiler, and not
   CHECK(full_key(source_key(changed), "nvrtc 13.0 V13.0.88") != k);
   CHECK(full_key(source_key(jit::render(spec("rmsnorm_quant/h6144/bf16/fp8/rms/sm_89"))), "nvrtc 13.0 V13.0.88") != k);
   CHECK(full_key(source_key(base), "nvrtc 13.0 V13.0.76") != k);
-  CHECK(full_key(source_key(jit::render(spec("rmsnorm_quant/h6144/bf16/fp8/gemma/sm_90"))), "nvrtc 13.0 V13.0.88") != k);
+  CHECK(full_key(source_key(jit::render(spec("rmsnorm_quant/h6144/bf16/fp8/gemma/sm_90"))), "nvrtc 13.0 V13.0.88") !=
+        k);
 }
 
 TEST_CASE("the entry format is pinned by a golden file", "[cpu][cache]") {
@@ -111,7 +113,8 @@ TEST_CASE("damaged entries are rejected, removed and rebuilt", "[cpu][cache][nvr
   REQUIRE(entries.size() == 1);
   const std::string path = entries[0].path;
   const auto good = read_file(path);
-  const std::string damage = GENERATE(as<std::string>{}, "truncated", "bit flip in payload", "bit flip in name", "wrong magic", "empty");
+  const std::string damage =
+      GENERATE(as<std::string>{}, "truncated", "bit flip in payload", "bit flip in name", "wrong magic", "empty");
   CAPTURE(damage);
   auto bad = good;
   if (damage == "truncated") bad.resize(bad.size() / 2);
@@ -132,7 +135,8 @@ TEST_CASE("an entry renamed to another key is rejected", "[cpu][cache][nvrtc]") 
   const auto a = DiskCache(dir).list().at(0);
   KernelCache(options_for(dir)).get(spec("token_quant/h4096/f16/sm_90"));
   std::string other;
-  for (const auto& e : DiskCache(dir).list()) if (e.path != a.path) other = e.path;
+  for (const auto& e : DiskCache(dir).list())
+    if (e.path != a.path) other = e.path;
   REQUIRE(std::rename(a.path.c_str(), other.c_str()) == 0);  // h2048 code under the h4096 name
   KernelCache c(options_for(dir));
   CHECK(c.get(spec("token_quant/h4096/f16/sm_90")).origin == CodeOrigin::compiled);
@@ -143,7 +147,8 @@ TEST_CASE("four processes warming one empty folder at once all succeed, nothing 
   const std::string dir = test::fresh_dir();
   std::vector<jit::KernelSpec> specs;
   for (int h : {2048, 2880, 4096, 5120, 6144}) {
-    for (const char* d : {"f16", "bf16"}) specs.push_back(spec(("token_quant/h" + std::to_string(h) + "/" + d + "/sm_90").c_str()));
+    for (const char* d : {"f16", "bf16"})
+      specs.push_back(spec(("token_quant/h" + std::to_string(h) + "/" + d + "/sm_90").c_str()));
   }
   std::vector<pid_t> children;
   for (int p = 0; p < 4; ++p) {
@@ -292,9 +297,12 @@ TEST_CASE("a warmed cache serves a process that has no compiler", "[cpu][cache][
 
 TEST_CASE("a missing library or symbol is a clear error", "[cpu][jit]") {
   ScopedSystemCalls restore;
-  system_calls().dlsym = [](void*, const char* name) -> void* { return std::string(name) == "amd_comgr_get_isa_count" ? nullptr : real_system_calls().dlsym(RTLD_DEFAULT, name); };
+  system_calls().dlsym = [](void*, const char* name) -> void* {
+    return std::string(name) == "amd_comgr_get_isa_count" ? nullptr : real_system_calls().dlsym(RTLD_DEFAULT, name);
+  };
   system_calls().dlopen = [](const char*, int) -> void* { return nullptr; };
-  REQUIRE_THROWS_WITH(DynamicLibrary("NVRTC", {"libnvrtc.so.13", "libnvrtc.so"}), Contains("NVRTC is not available") && Contains("libnvrtc.so.13"));
+  REQUIRE_THROWS_WITH(DynamicLibrary("NVRTC", {"libnvrtc.so.13", "libnvrtc.so"}),
+                      Contains("NVRTC is not available") && Contains("libnvrtc.so.13"));
   system_calls().dlopen = real_system_calls().dlopen;
   system_calls().dlsym = [](void*, const char*) -> void* { return nullptr; };
   DynamicLibrary libc("the C library", {"libc.so.6"});

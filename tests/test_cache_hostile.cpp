@@ -6,15 +6,16 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
+
 #include "support.hpp"
 
 using namespace arfuse;
@@ -173,7 +174,8 @@ TEST_CASE("hostile files named like an entry are refused by name, removed by the
   }
 }
 
-TEST_CASE("writers' temporaries: counted, capped, stale ones removed, all removed by clear", "[cpu][cache][hostile][nvrtc]") {
+TEST_CASE("writers' temporaries: counted, capped, stale ones removed, all removed by clear",
+          "[cpu][cache][hostile][nvrtc]") {
   const std::string dir = test::fresh_dir();
   const std::string entry = one_entry(dir).path;
   const std::uint64_t entry_bytes = read_file(entry).size();
@@ -196,7 +198,8 @@ TEST_CASE("writers' temporaries: counted, capped, stale ones removed, all remove
     CHECK(exists(fresh));
   }
   SECTION("warmup removes the stale one first") {
-    write_text(dir + "/set.json", R"({"specs": [{"module": "token_quant", "hidden": 2048, "dtype": "bf16"}], "targets": ["sm_90"]})");
+    write_text(dir + "/set.json",
+               R"({"specs": [{"module": "token_quant", "hidden": 2048, "dtype": "bf16"}], "targets": ["sm_90"]})");
     const auto w = run(kWarmup + " --quiet --config " + dir + "/set.json --cache-dir " + dir);
     CHECK(w.status == 0);
     CHECK_THAT(w.output, Contains("removed 1 temporaries"));
@@ -246,7 +249,8 @@ TEST_CASE("warmup exits 0 only when every spec is stored, 1 saying why when not,
       WARN("NOT RUN: the disk-full warmup needs unshare -m and a tmpfs mount (root)");
       return;
     }
-    const auto w = run("unshare -m sh -c 'mount -t tmpfs -o size=40k,mode=700 tmpfs " + dir + " && " + warmup + dir + "'");
+    const auto w =
+        run("unshare -m sh -c 'mount -t tmpfs -o size=40k,mode=700 tmpfs " + dir + " && " + warmup + dir + "'");
     CHECK(w.status == 1);
     CHECK_THAT(w.output, Contains("specs not stored: cannot write an entry: No space left on device"));
     CHECK(test::count_of(w.output, "arfuse: warning: kernel cache") == 1);
@@ -258,8 +262,10 @@ TEST_CASE("warmup exits 0 only when every spec is stored, 1 saying why when not,
     CHECK(DiskCache(dir).list().empty());
   }
   SECTION("bad settings are usage or configuration errors: 2") {
-    write_text(scratch + "/hidden.json", R"({"specs": [{"module": "token_quant", "hidden": 4294967304}], "targets": ["sm_90"]})");
-    write_text(scratch + "/world.json", R"({"specs": [{"module": "fused_ar", "hidden": 2048, "world": 4294967300}], "targets": ["sm_90"]})");
+    write_text(scratch + "/hidden.json",
+               R"({"specs": [{"module": "token_quant", "hidden": 4294967304}], "targets": ["sm_90"]})");
+    write_text(scratch + "/world.json",
+               R"({"specs": [{"module": "fused_ar", "hidden": 2048, "world": 4294967300}], "targets": ["sm_90"]})");
     REQUIRE(::chmod(scratch.c_str(), 0777) == 0);
     const std::vector<std::pair<std::string, std::string>> cases{
         {"ARFUSE_CACHE_MAX_BYTES=lots " + warmup + dir, "ARFUSE_CACHE_MAX_BYTES='lots' is not a byte count"},

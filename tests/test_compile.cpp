@@ -6,6 +6,7 @@
 #include "arfuse/base/error.hpp"
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/jit/spec_set.hpp"
+
 #include "support.hpp"
 
 using namespace arfuse;
@@ -84,8 +85,8 @@ TEST_CASE("hiprtc compiles a representative set for gfx90a (wave64) and gfx1030 
   INFO(hiprtc->identity());
   const std::string target = GENERATE(as<std::string>{}, "gfx90a", "gfx1030");
   for (const char* body : {"rmsnorm_quant/h2880/f16/fp8_mirror/gemma/", "rmsnorm_quant/h6144/bf16/none/rms/",
-                           "token_quant/h5120/bf16/", "fused_ar/h6144/bf16/fp8/rms/w4/s1/", "fused_ar/h8192/f16/fp8_mirror/gemma/w8/s2/",
-                           "allreduce/h4096/bf16/w2/s2/"}) {
+                           "token_quant/h5120/bf16/", "fused_ar/h6144/bf16/fp8/rms/w4/s1/",
+                           "fused_ar/h8192/f16/fp8_mirror/gemma/w8/s2/", "allreduce/h4096/bf16/w2/s2/"}) {
     const std::string spec = body + target;
     CAPTURE(spec);
     const CompiledCode code = hiprtc->compile(render(KernelSpec::parse(spec)));

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "arfuse/cache/entry_file.hpp"
+
 #include "support.hpp"
 
 using namespace arfuse;
@@ -39,9 +40,9 @@ std::vector<std::vector<std::uint8_t>> boundary_mutations(const std::vector<std:
   std::memcpy(&metadata, good.data() + 16, 4);
   std::memcpy(&payload, good.data() + 24, 8);
   const std::uint64_t size = good.size();
-  for (std::uint64_t v : {std::uint64_t(0), std::uint64_t(1), std::uint64_t(name) - 1, std::uint64_t(name) + 1,
-                          std::uint64_t(0x7fffffff), std::uint64_t(0xffffffff), kMaxLoweredNameBytes,
-                          kMaxLoweredNameBytes + 1}) {
+  for (std::uint64_t v :
+       {std::uint64_t(0), std::uint64_t(1), std::uint64_t(name) - 1, std::uint64_t(name) + 1, std::uint64_t(0x7fffffff),
+        std::uint64_t(0xffffffff), kMaxLoweredNameBytes, kMaxLoweredNameBytes + 1}) {
     auto m = good;
     put_field(m, 12, std::uint32_t(v));
     out.push_back(m);
@@ -132,7 +133,8 @@ TEST_CASE("entry parser fuzz: 12,000 random and boundary mutations in memory, 1,
     mutations.push_back(good);
     for (const auto& m : mutations) {
       const std::string path = dir + "/entry";
-      std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(m.data()), std::streamsize(m.size()));
+      std::ofstream(path, std::ios::binary | std::ios::trunc)
+          .write(reinterpret_cast<const char*>(m.data()), std::streamsize(m.size()));
       CacheEntry e;
       std::string problem;
       const ReadOutcome outcome = read_entry_file(path, e, problem);

@@ -9,6 +9,7 @@
 
 #include "arfuse/reference/numerics.hpp"
 #include "arfuse/templates/fp8_divide.cuh"
+
 #include "support.hpp"
 
 using namespace arfuse;

@@ -7,6 +7,7 @@
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/reference/numerics.hpp"
 #include "arfuse/runtime/epilogue.hpp"
+
 #include "support.hpp"
 
 using namespace arfuse;
@@ -60,15 +61,16 @@ void check_rmsnorm_quant(Context& ctx, const EpilogueCase& c) {
   const auto expected = reference::epilogue(config, tokens, ar, residual, weight);
 
   DeviceBuffer d_in(ctx.device(), n * 2), d_res(ctx.device(), n * 2), d_res_out(ctx.device(), n * 2),
-      d_weight(ctx.device(), size_t(hidden) * 2), d_out(ctx.device(), n * 2), d_scales(ctx.device(), size_t(tokens) * 4),
-      d_mirror(ctx.device(), n * 2);
+      d_weight(ctx.device(), size_t(hidden) * 2), d_out(ctx.device(), n * 2),
+      d_scales(ctx.device(), size_t(tokens) * 4), d_mirror(ctx.device(), n * 2);
   d_in.upload(ar), d_res.upload(residual), d_weight.upload(weight);
   for (auto* b : {&d_res_out, &d_out, &d_scales, &d_mirror}) b->fill(kPoison);
   DeviceBuffer& res_out = c.in_place ? d_res : d_res_out;
 
   RmsnormQuantArgs args;
   args.input = d_in.get(), args.residual_in = d_res.get(), args.residual_out = res_out.get();
-  args.weight = d_weight.get(), args.eps = 1e-5f, args.out = d_out.get(), args.scales = static_cast<float*>(d_scales.get());
+  args.weight = d_weight.get(), args.eps = 1e-5f, args.out = d_out.get(),
+  args.scales = static_cast<float*>(d_scales.get());
   args.mirror = d_mirror.get(), args.tokens = tokens, args.hidden = hidden;
   args.dtype = c.dtype, args.quant = c.quant, args.norm = c.norm;
   rmsnorm_quant(ctx, args, stream);
@@ -103,9 +105,10 @@ TEST_CASE("rmsnorm_quant matches the reference bit for bit", "[gpu][epilogue]") 
   const DType dtype = GENERATE(DType::f16, DType::bf16);
   const Quant quant = GENERATE(Quant::none, Quant::fp8, Quant::fp8_mirror);
   const Norm norm = GENERATE(Norm::rms, Norm::gemma);
-  const auto shape = GENERATE(std::pair<int, int>{1, 2880}, std::pair<int, int>{7, 5120}, std::pair<int, int>{513, 2880},
-                              std::pair<int, int>{300, 5120}, std::pair<int, int>{2517, 6144}, std::pair<int, int>{33, 8192},
-                              std::pair<int, int>{9, 2048}, std::pair<int, int>{3, 16384});
+  const auto shape =
+      GENERATE(std::pair<int, int>{1, 2880}, std::pair<int, int>{7, 5120}, std::pair<int, int>{513, 2880},
+               std::pair<int, int>{300, 5120}, std::pair<int, int>{2517, 6144}, std::pair<int, int>{33, 8192},
+               std::pair<int, int>{9, 2048}, std::pair<int, int>{3, 16384});
   check_rmsnorm_quant(gpu_context(), EpilogueCase{shape.first, shape.second, dtype, quant, norm, false});
 }
 
@@ -115,8 +118,8 @@ TEST_CASE("rmsnorm_quant matches the reference bit for bit", "[gpu][epilogue]") 
 TEST_CASE("rmsnorm_quant: more rows than resident blocks, and in place", "[gpu][epilogue]") {
   const bool in_place = GENERATE(false, true);
   const Quant quant = GENERATE(Quant::fp8, Quant::fp8_mirror, Quant::none);
-  const auto shape = GENERATE(std::pair<int, int>{600, 8192}, std::pair<int, int>{2517, 6144}, std::pair<int, int>{1001, 5120},
-                              std::pair<int, int>{777, 7176});
+  const auto shape = GENERATE(std::pair<int, int>{600, 8192}, std::pair<int, int>{2517, 6144},
+                              std::pair<int, int>{1001, 5120}, std::pair<int, int>{777, 7176});
   Context& ctx = gpu_context();
   const EpilogueCase c{shape.first, shape.second, DType::bf16, quant, Norm::gemma, in_place};
   const auto& kernel = ctx.kernel(ctx.spec(Module::rmsnorm_quant, c.hidden, c.dtype, c.quant, c.norm));
@@ -158,13 +161,14 @@ extern "C" __global__ void conversions(const float* in, unsigned char* hw, unsig
   // Every 2^-10-th bit pattern over all of fp32 and every pattern near the FP8 range, plus
   // the edge cases: zeros, max, ties, Inf, NaN.
   std::vector<float> inputs;
-  for (std::uint64_t bits = 0; bits <= 0xffffffffull; bits += 1021) inputs.push_back(reference::bits_to_float(std::uint32_t(bits)));
+  for (std::uint64_t bits = 0; bits <= 0xffffffffull; bits += 1021)
+    inputs.push_back(reference::bits_to_float(std::uint32_t(bits)));
   for (std::uint32_t bits = 0x3a000000u; bits < 0x44000000u; bits += 7) {
     inputs.push_back(reference::bits_to_float(bits));
     inputs.push_back(-reference::bits_to_float(bits));
   }
-  for (float v : {0.0f, -0.0f, 448.0f, 464.0f, 480.0f, 240.0f, 248.0f, 65504.0f, 65520.0f, 1.0f / 1024, 1.0f / 512 * 1.5f,
-                  std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+  for (float v : {0.0f, -0.0f, 448.0f, 464.0f, 480.0f, 240.0f, 248.0f, 65504.0f, 65520.0f, 1.0f / 1024,
+                  1.0f / 512 * 1.5f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
                   std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min()}) {
     inputs.push_back(v);
     inputs.push_back(-v);

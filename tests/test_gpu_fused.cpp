@@ -1,15 +1,16 @@
 // [gpu] The fused all-reduce with W virtual ranks on one GPU: every output bit-identical to
 // the CPU reference (rank-order fold, then the epilogue) on every rank, for both stages,
 // eager and graph; long runs; a missing rank gives PeerTimeout instead of a hang.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <memory>
 
-#include <fmt/format.h>
-
 #include "arfuse/base/error.hpp"
 #include "arfuse/runtime/epilogue.hpp"
 #include "arfuse/runtime/group.hpp"
+
 #include "support.hpp"
 
 using namespace arfuse;
@@ -38,8 +39,9 @@ struct VirtualGroup {
     const size_t n = size_t(kMaxTokens) * kMaxHidden;
     for (int r = 0; r < world; ++r) {
       ranks.push_back(RankBuffers{DeviceBuffer(dev, n * 2), DeviceBuffer(dev, n * 2), DeviceBuffer(dev, n * 2),
-                                  DeviceBuffer(dev, kMaxHidden * 2), DeviceBuffer(dev, n * 2), DeviceBuffer(dev, kMaxTokens * 4),
-                                  DeviceBuffer(dev, n * 2), std::make_unique<Stream>(dev)});
+                                  DeviceBuffer(dev, kMaxHidden * 2), DeviceBuffer(dev, n * 2),
+                                  DeviceBuffer(dev, kMaxTokens * 4), DeviceBuffer(dev, n * 2),
+                                  std::make_unique<Stream>(dev)});
     }
   }
   int world() const { return group->world(); }
@@ -83,7 +85,8 @@ reference::EpilogueOutputs prepare(VirtualGroup& g, const Case& c, std::mt19937&
   const size_t n = size_t(c.tokens) * c.hidden;
   std::vector<Bits16> inputs;
   for (int r = 0; r < g.world(); ++r) inputs.push_back(test::random_tensor(rng, n, c.dtype));
-  const Bits16 residual = test::random_tensor(rng, n, c.dtype), weight = test::random_tensor(rng, size_t(c.hidden), c.dtype, 0.5f);
+  const Bits16 residual = test::random_tensor(rng, n, c.dtype),
+               weight = test::random_tensor(rng, size_t(c.hidden), c.dtype, 0.5f);
   for (int r = 0; r < g.world(); ++r) {
     g.ranks[size_t(r)].input.upload(inputs[size_t(r)]);
     g.ranks[size_t(r)].residual.upload(residual);
@@ -98,19 +101,23 @@ void require_outputs(VirtualGroup& g, const Case& c, const reference::EpilogueOu
   for (int r = 0; r < g.world(); ++r) {
     auto& b = g.ranks[size_t(r)];
     const std::string who = label + " rank " + std::to_string(r);
-    test::require_bits_equal(b.residual_out.download<std::uint16_t>(n), e.residual_out, who + " residual_out", c.hidden);
+    test::require_bits_equal(b.residual_out.download<std::uint16_t>(n), e.residual_out, who + " residual_out",
+                             c.hidden);
     if (c.quant == Quant::none) {
       test::require_bits_equal(b.out.download<std::uint16_t>(n), e.out, who + " out", c.hidden);
     } else {
       test::require_bits_equal(b.out.download<std::uint8_t>(n), e.q, who + " fp8 out", c.hidden);
       test::require_scales_equal(b.scales.download<float>(size_t(c.tokens)), e.scales, who);
     }
-    if (c.quant == Quant::fp8_mirror) test::require_bits_equal(b.mirror.download<std::uint16_t>(n), e.mirror, who + " mirror", c.hidden);
+    if (c.quant == Quant::fp8_mirror)
+      test::require_bits_equal(b.mirror.download<std::uint16_t>(n), e.mirror, who + " mirror", c.hidden);
   }
 }
 
 void run_eager(VirtualGroup& g, const Case& c) {
-  for (int r = 0; r < g.world(); ++r) g.group->rank(r).allreduce_rmsnorm(g.args(r, c.tokens, c.hidden, c.dtype, c.quant, c.norm), *g.ranks[size_t(r)].stream);
+  for (int r = 0; r < g.world(); ++r)
+    g.group->rank(r).allreduce_rmsnorm(g.args(r, c.tokens, c.hidden, c.dtype, c.quant, c.norm),
+                                       *g.ranks[size_t(r)].stream);
   g.sync();
 }
 
@@ -130,7 +137,9 @@ void check_case(int world, const Case& c, bool with_graph) {
     std::vector<std::unique_ptr<Graph>> graphs;
     for (int r = 0; r < world; ++r) {
       graphs.push_back(std::make_unique<Graph>(*g.ranks[size_t(r)].stream, [&] {
-        for (int i = 0; i < 16; ++i) g.group->rank(r).allreduce_rmsnorm(g.args(r, c.tokens, c.hidden, c.dtype, c.quant, c.norm), *g.ranks[size_t(r)].stream);
+        for (int i = 0; i < 16; ++i)
+          g.group->rank(r).allreduce_rmsnorm(g.args(r, c.tokens, c.hidden, c.dtype, c.quant, c.norm),
+                                             *g.ranks[size_t(r)].stream);
       }));
     }
     for (int replay = 0; replay < 3; ++replay) {
@@ -149,16 +158,18 @@ TEST_CASE("fused all-reduce: every mode, every world size, bit-exact on every ra
   const DType dtype = GENERATE(DType::bf16, DType::f16);
   const Quant quant = GENERATE(Quant::none, Quant::fp8, Quant::fp8_mirror);
   const Norm norm = GENERATE(Norm::rms, Norm::gemma);
-  const auto shape = GENERATE(std::pair<int, int>{12, 6144}, std::pair<int, int>{513, 6144}, std::pair<int, int>{7, 2880});
+  const auto shape =
+      GENERATE(std::pair<int, int>{12, 6144}, std::pair<int, int>{513, 6144}, std::pair<int, int>{7, 2880});
   check_case(world, Case{shape.first, shape.second, dtype, quant, norm}, false);
 }
 
 TEST_CASE("fused all-reduce: every shape, eager and graph", "[gpu][fused]") {
   const int world = GENERATE(2, 4, 8);
-  const auto shape = GENERATE(std::pair<int, int>{12, 6144}, std::pair<int, int>{511, 6144}, std::pair<int, int>{512, 6144},
-                              std::pair<int, int>{513, 6144}, std::pair<int, int>{2517, 6144}, std::pair<int, int>{513, 6176},
-                              std::pair<int, int>{513, 6160}, std::pair<int, int>{2048, 8192}, std::pair<int, int>{7, 2880},
-                              std::pair<int, int>{300, 5120});
+  const auto shape =
+      GENERATE(std::pair<int, int>{12, 6144}, std::pair<int, int>{511, 6144}, std::pair<int, int>{512, 6144},
+               std::pair<int, int>{513, 6144}, std::pair<int, int>{2517, 6144}, std::pair<int, int>{513, 6176},
+               std::pair<int, int>{513, 6160}, std::pair<int, int>{2048, 8192}, std::pair<int, int>{7, 2880},
+               std::pair<int, int>{300, 5120});
   const Quant quant = GENERATE(Quant::fp8_mirror, Quant::none);
   const DType dtype = quant == Quant::none ? DType::f16 : DType::bf16;
   check_case(world, Case{shape.first, shape.second, dtype, quant, Norm::gemma}, true);
@@ -180,8 +191,10 @@ TEST_CASE("fused fp8 output equals token_quant of the fused mirror", "[gpu][fuse
   tq.tokens = c.tokens, tq.hidden = c.hidden, tq.dtype = c.dtype;
   token_quant(ctx, tq, *g.ranks[0].stream);
   g.ranks[0].stream->synchronize();
-  test::require_bits_equal(q.download<std::uint8_t>(n), g.ranks[0].out.download<std::uint8_t>(n), "token_quant(mirror) vs fused", c.hidden);
-  test::require_scales_equal(s.download<float>(size_t(c.tokens)), g.ranks[0].scales.download<float>(size_t(c.tokens)), "token_quant(mirror) vs fused");
+  test::require_bits_equal(q.download<std::uint8_t>(n), g.ranks[0].out.download<std::uint8_t>(n),
+                           "token_quant(mirror) vs fused", c.hidden);
+  test::require_scales_equal(s.download<float>(size_t(c.tokens)), g.ranks[0].scales.download<float>(size_t(c.tokens)),
+                             "token_quant(mirror) vs fused");
   test::require_bits_equal(q.download<std::uint8_t>(n), expected.q, "token_quant(mirror) vs reference", c.hidden);
 }
 
@@ -199,13 +212,16 @@ TEST_CASE("plain all-reduce matches the rank-order fold", "[gpu][fused][sanitize
   g.group->force_stage(stage);
   for (int r = 0; r < world; ++r) {
     AllreduceArgs a;
-    a.input = g.ranks[size_t(r)].input.get(), a.out = g.ranks[size_t(r)].out.get(), a.tokens = tokens, a.hidden = hidden;
+    a.input = g.ranks[size_t(r)].input.get(), a.out = g.ranks[size_t(r)].out.get(), a.tokens = tokens,
+    a.hidden = hidden;
     g.group->rank(r).allreduce(a, *g.ranks[size_t(r)].stream);
   }
   g.sync();
   g.group->force_stage(std::nullopt);
   const Bits16 expected = reference::fold(inputs, DType::bf16);
-  for (int r = 0; r < world; ++r) test::require_bits_equal(g.ranks[size_t(r)].out.download<std::uint16_t>(n), expected, "allreduce rank " + std::to_string(r), hidden);
+  for (int r = 0; r < world; ++r)
+    test::require_bits_equal(g.ranks[size_t(r)].out.download<std::uint16_t>(n), expected,
+                             "allreduce rank " + std::to_string(r), hidden);
 }
 
 TEST_CASE("10,000 consecutive calls with changing data stay exact", "[gpu][fused][long]") {
@@ -217,7 +233,8 @@ TEST_CASE("10,000 consecutive calls with changing data stay exact", "[gpu][fused
   const size_t n = size_t(tokens) * hidden;
   std::vector<Bits16> inputs;
   for (int r = 0; r < world; ++r) inputs.push_back(test::random_tensor(rng, n, DType::bf16));
-  Bits16 residual = test::random_tensor(rng, n, DType::bf16), weight = test::random_tensor(rng, size_t(hidden), DType::bf16, 0.5f);
+  Bits16 residual = test::random_tensor(rng, n, DType::bf16),
+         weight = test::random_tensor(rng, size_t(hidden), DType::bf16, 0.5f);
   for (int r = 0; r < world; ++r) {
     auto& b = g.ranks[size_t(r)];
     b.input.upload(inputs[size_t(r)]), b.residual.upload(residual), b.weight.upload(weight);
@@ -228,13 +245,16 @@ TEST_CASE("10,000 consecutive calls with changing data stay exact", "[gpu][fused
       auto& b = g.ranks[size_t(r)];
       auto a = g.args(r, tokens, hidden, DType::bf16, Quant::none, Norm::rms);
       // Ping-pong: even calls read input/residual and write out/residual_out, odd the reverse.
-      if (i % 2 == 1) a.input = b.out.get(), a.out = b.input.get(), a.residual_in = b.residual_out.get(), a.residual_out = b.residual.get();
+      if (i % 2 == 1)
+        a.input = b.out.get(), a.out = b.input.get(), a.residual_in = b.residual_out.get(),
+        a.residual_out = b.residual.get();
       g.group->rank(r).allreduce_rmsnorm(a, *b.stream);
     }
   }
   g.sync();
   g.group->force_stage(std::nullopt);
-  reference::EpilogueConfig config{hidden, DType::bf16, Quant::none, Norm::rms, 1e-6f, g.group->rank(0).device().target()};
+  reference::EpilogueConfig config{hidden,    DType::bf16, Quant::none,
+                                   Norm::rms, 1e-6f,       g.group->rank(0).device().target()};
   Bits16 out;
   for (int i = 0; i < calls; ++i) {
     auto e = reference::epilogue(config, tokens, reference::fold(inputs, DType::bf16), residual, weight);
@@ -244,8 +264,10 @@ TEST_CASE("10,000 consecutive calls with changing data stay exact", "[gpu][fused
   }
   // After an even number of calls the last out went to `input`, the residual to `residual`.
   for (int r = 0; r < world; ++r) {
-    test::require_bits_equal(g.ranks[size_t(r)].input.download<std::uint16_t>(n), out, "after 10,000 calls, rank " + std::to_string(r), hidden);
-    test::require_bits_equal(g.ranks[size_t(r)].residual.download<std::uint16_t>(n), residual, "residual after 10,000 calls", hidden);
+    test::require_bits_equal(g.ranks[size_t(r)].input.download<std::uint16_t>(n), out,
+                             "after 10,000 calls, rank " + std::to_string(r), hidden);
+    test::require_bits_equal(g.ranks[size_t(r)].residual.download<std::uint16_t>(n), residual,
+                             "residual after 10,000 calls", hidden);
   }
 }
 
@@ -255,7 +277,8 @@ TEST_CASE("a rank that never launches gives PeerTimeout, then reset() recovers",
   const int missing = 2;
   for (int r = 0; r < world; ++r) {
     if (r == missing) continue;
-    g.group->rank(r).allreduce_rmsnorm(g.args(r, 64, 2048, DType::bf16, Quant::fp8, Norm::rms), *g.ranks[size_t(r)].stream);
+    g.group->rank(r).allreduce_rmsnorm(g.args(r, 64, 2048, DType::bf16, Quant::fp8, Norm::rms),
+                                       *g.ranks[size_t(r)].stream);
   }
   for (auto& r : g.ranks) r.stream->synchronize();  // returns: the kernels gave up, no hang
   try {
@@ -320,7 +343,8 @@ TEST_CASE("a rank whose call differs gives CallMismatch naming both calls, write
     CHECK(e.rank() == 0);
     CHECK(e.peer() == odd);
     const std::string mine = "rank 0 called 64 x 2048 bf16";
-    CHECK_THAT(e.what(), Catch::Contains(mine) && Catch::Contains(fmt::format("rank {} called {} x {}", odd, other.tokens, other.hidden)));
+    CHECK_THAT(e.what(), Catch::Contains(mine) &&
+                             Catch::Contains(fmt::format("rank {} called {} x {}", odd, other.tokens, other.hidden)));
   }
   // Nothing was computed from rows nobody wrote: every output still holds the poison.
   const size_t n = size_t(base.tokens) * base.hidden;

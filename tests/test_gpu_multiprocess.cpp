@@ -3,6 +3,7 @@
 // Every rank's outputs must equal, bit for bit, the in-process Group's on the same inputs and
 // the CPU reference. A process killed mid-run leaves the others with PeerTimeout naming it.
 // The NCCL path, with a group of one rank, runs its epilogue to the contract.
+#include <fmt/format.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -12,12 +13,11 @@
 #include <sstream>
 #include <thread>
 
-#include <fmt/format.h>
-
 #include "arfuse/base/error.hpp"
 #include "arfuse/runtime/epilogue.hpp"
 #include "arfuse/runtime/group.hpp"
 #include "arfuse/runtime/setup/nccl.hpp"
+
 #include "rank_worker.hpp"
 #include "support.hpp"
 
@@ -52,8 +52,14 @@ Workers spawn_workers(int world, const std::string& dir, unsigned seed, int die_
   Workers w;
   const std::string socket = dir + "/bootstrap.sock";
   for (int r = 0; r < world; ++r) {
-    std::vector<std::string> args = {"arfuse-tests", "--rank-worker", socket, std::to_string(r), std::to_string(world),
-                                     std::to_string(seed), dir, std::to_string(r == die_rank ? die_at : -1),
+    std::vector<std::string> args = {"arfuse-tests",
+                                     "--rank-worker",
+                                     socket,
+                                     std::to_string(r),
+                                     std::to_string(world),
+                                     std::to_string(seed),
+                                     dir,
+                                     std::to_string(r == die_rank ? die_at : -1),
                                      std::to_string(timeout_ms)};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -103,7 +109,8 @@ std::vector<std::vector<std::string>> run_in_process(int world, unsigned seed) {
   for (int ci = 0; ci < int(cases.size()); ++ci) {
     group.force_stage(cases[size_t(ci)].stage);
     for (int r = 0; r < world; ++r) buffers[size_t(r)]->prepare(seed, ci, r);
-    for (int r = 0; r < world; ++r) test::launch_case(group.rank(r), cases[size_t(ci)], *buffers[size_t(r)], *streams[size_t(r)]);
+    for (int r = 0; r < world; ++r)
+      test::launch_case(group.rank(r), cases[size_t(ci)], *buffers[size_t(r)], *streams[size_t(r)]);
     for (auto& s : streams) s->synchronize();
     group.check();
     blobs.emplace_back();
@@ -219,9 +226,9 @@ TEST_CASE("NCCL path: a group of one rank runs NCCL's all-reduce and the epilogu
     Norm norm;
   };
   // 300 x 6144 is above the staging capacity (64 tokens): NCCL takes it into its own buffer.
-  for (const Shape s : {Shape{12, 6144, DType::bf16, Quant::fp8_mirror, Norm::rms},
-                        Shape{300, 6144, DType::f16, Quant::none, Norm::gemma},
-                        Shape{7, 2880, DType::bf16, Quant::fp8, Norm::gemma}}) {
+  for (const Shape s :
+       {Shape{12, 6144, DType::bf16, Quant::fp8_mirror, Norm::rms},
+        Shape{300, 6144, DType::f16, Quant::none, Norm::gemma}, Shape{7, 2880, DType::bf16, Quant::fp8, Norm::gemma}}) {
     CAPTURE(s.tokens, s.hidden, to_string(s.dtype), to_string(s.quant), to_string(s.norm), to_string(transport));
     REQUIRE(group.path_for(s.tokens, s.hidden) == Path::nccl);
     const std::size_t n = std::size_t(s.tokens) * std::size_t(s.hidden);
@@ -253,11 +260,13 @@ TEST_CASE("NCCL path: a group of one rank runs NCCL's all-reduce and the epilogu
       test::require_bits_equal(out.download<std::uint8_t>(n), e.q, "fp8 out", s.hidden);
       test::require_scales_equal(scales.download<float>(std::size_t(s.tokens)), e.scales, "fp8 out");
     }
-    if (s.quant == Quant::fp8_mirror) test::require_bits_equal(mirror.download<std::uint16_t>(n), e.mirror, "mirror", s.hidden);
+    if (s.quant == Quant::fp8_mirror)
+      test::require_bits_equal(mirror.download<std::uint16_t>(n), e.mirror, "mirror", s.hidden);
   }
 }
 
-TEST_CASE("ranks sharing the GPU get no NCCL, so a message above the capacity is refused by name", "[gpu][multiprocess]") {
+TEST_CASE("ranks sharing the GPU get no NCCL, so a message above the capacity is refused by name",
+          "[gpu][multiprocess]") {
   GroupOptions o;
   o.devices = {0, 0};
   o.max_tokens = 16, o.max_hidden = 4096, o.dtype = DType::bf16;

@@ -2,6 +2,7 @@
 // parsing and the one-/two-stage dispatch.
 #include "arfuse/base/error.hpp"
 #include "arfuse/runtime/group.hpp"
+
 #include "support.hpp"
 
 using namespace arfuse;
@@ -57,7 +58,8 @@ TEST_CASE("tuning tables parse, validate and drive the stage choice", "[cpu][gro
   const auto table = jit::TuningTable::parse(R"({"version": 1, "targets": {
       "sm_90": {"4": {"two_stage_min_bytes": 1048576}},
       "sm_90:virtual": {"4": {"two_stage_min_bytes": 4294967296}},
-      "default": {"2": {"two_stage_min_bytes": 100}}}})", "test");
+      "default": {"2": {"two_stage_min_bytes": 100}}}})",
+                                             "test");
   CHECK(table.stage_for("sm_90", 4, 1048575) == 1);
   CHECK(table.stage_for("sm_90", 4, 1048576) == 2);
   CHECK(table.stage_for("sm_90", 4, 1048576, true) == 1);  // virtual ranks look up sm_90:virtual
@@ -75,11 +77,14 @@ TEST_CASE("tuning tables parse, validate and drive the stage choice", "[cpu][gro
 
   REQUIRE_THROWS_WITH(jit::TuningTable::parse("{", "t.json"), Contains("t.json is not valid JSON"));
   REQUIRE_THROWS_WITH(jit::TuningTable::parse(R"({"version": 2, "targets": {}})", "t"), Contains("$.version"));
-  REQUIRE_THROWS_WITH(jit::TuningTable::parse(R"({"version": 1, "targets": {}, "extra": 1})", "t"), Contains("$.extra") && Contains("unknown key"));
-  REQUIRE_THROWS_WITH(jit::TuningTable::parse(R"({"version": 1, "targets": {"sm_90": {"9": {"two_stage_min_bytes": 1}}}})", "t"),
-                      Contains("$.targets.sm_90.9") && Contains("2 to 8"));
-  REQUIRE_THROWS_WITH(jit::TuningTable::parse(R"({"version": 1, "targets": {"sm_90": {"4": {"two_stage_min_bytes": -5}}}})", "t"),
-                      Contains("two_stage_min_bytes") && Contains("-5"));
+  REQUIRE_THROWS_WITH(jit::TuningTable::parse(R"({"version": 1, "targets": {}, "extra": 1})", "t"),
+                      Contains("$.extra") && Contains("unknown key"));
+  REQUIRE_THROWS_WITH(
+      jit::TuningTable::parse(R"({"version": 1, "targets": {"sm_90": {"9": {"two_stage_min_bytes": 1}}}})", "t"),
+      Contains("$.targets.sm_90.9") && Contains("2 to 8"));
+  REQUIRE_THROWS_WITH(
+      jit::TuningTable::parse(R"({"version": 1, "targets": {"sm_90": {"4": {"two_stage_min_bytes": -5}}}})", "t"),
+      Contains("two_stage_min_bytes") && Contains("-5"));
   REQUIRE_THROWS_WITH(jit::TuningTable::parse(R"({"version": 1, "targets": {"sm_90": {"4": {"threshold": 5}}}})", "t"),
                       Contains("$.targets.sm_90.4"));
   setenv("ARFUSE_TUNING", "/nonexistent/tuning.json", 1);

@@ -4,6 +4,7 @@
 
 #include "arfuse/reference/model.hpp"
 #include "arfuse/reference/numerics.hpp"
+
 #include "support.hpp"
 
 using namespace arfuse;
@@ -57,10 +58,10 @@ TEST_CASE("e4m3fn conversion: RNE, saturation, NaN", "[cpu][numerics]") {
   CHECK(float_to_fp8(-kInf, fn) == 0xfe);
   CHECK(float_to_fp8(kNaN, fn) == 0x7f);
   CHECK(float_to_fp8(1.0f, fn) == 0x38);
-  CHECK(float_to_fp8(1.0625f, fn) == 0x38);  // tie: even mantissa 0
-  CHECK(float_to_fp8(1.1875f, fn) == 0x3a);  // tie: 1.125 (odd) vs 1.25 (even)
-  CHECK(float_to_fp8(std::ldexp(1.0f, -9), fn) == 0x01);  // smallest subnormal
-  CHECK(float_to_fp8(std::ldexp(1.0f, -10), fn) == 0x00);  // tie to zero
+  CHECK(float_to_fp8(1.0625f, fn) == 0x38);                 // tie: even mantissa 0
+  CHECK(float_to_fp8(1.1875f, fn) == 0x3a);                 // tie: 1.125 (odd) vs 1.25 (even)
+  CHECK(float_to_fp8(std::ldexp(1.0f, -9), fn) == 0x01);    // smallest subnormal
+  CHECK(float_to_fp8(std::ldexp(1.0f, -10), fn) == 0x00);   // tie to zero
   CHECK(float_to_fp8(-std::ldexp(1.0f, -10), fn) == 0x80);  // negative zero exists in fn
   CHECK(float_to_fp8(std::ldexp(1.0f, -6), fn) == 0x08);
   CHECK(fp8_to_float(0x7e, fn) == 448.0f);

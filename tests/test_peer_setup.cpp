@@ -10,6 +10,7 @@
 #include "arfuse/runtime/group.hpp"
 #include "arfuse/runtime/setup/nccl.hpp"
 #include "arfuse/runtime/setup/peer_setup.hpp"
+
 #include "support.hpp"
 
 using namespace arfuse;
@@ -154,6 +155,8 @@ TEST_CASE("a missing NCCL is reported with the library it looked for", "[cpu][gr
   // Loading is attempted once per process; only a process that never loaded NCCL sees this path.
   const std::string why = nccl_unavailable_reason();
   if (!why.empty()) CHECK_THAT(why, Contains("NCCL") && Contains("/nonexistent/libnccl.so.2"));
-  if (saved) setenv("ARFUSE_NCCL_LIBRARY", restore.c_str(), 1);
-  else unsetenv("ARFUSE_NCCL_LIBRARY");
+  if (saved)
+    setenv("ARFUSE_NCCL_LIBRARY", restore.c_str(), 1);
+  else
+    unsetenv("ARFUSE_NCCL_LIBRARY");
 }

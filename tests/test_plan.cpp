@@ -1,13 +1,14 @@
 // [cpu] The plan of a call on synthetic machines: no GPU, no Group, only a Topology literal.
 // Covers the path, the kernel spec, the rows and the grid for one GPU with virtual ranks, W GPUs
 // with and without peer access, messages above the staging capacity, and forced stages.
+#include <map>
+#include <set>
+
 #include "arfuse/base/error.hpp"
 #include "arfuse/base/settings.hpp"
 #include "arfuse/runtime/plan/plan.hpp"
-#include "support.hpp"
 
-#include <map>
-#include <set>
+#include "support.hpp"
 
 using namespace arfuse;
 using Catch::Contains;
@@ -42,8 +43,8 @@ TEST_CASE("one GPU with virtual ranks: the custom path, grids shared by the rank
   CHECK(p.path == Path::one_stage);
   CHECK(p.spec.text() == "fused_ar/h6144/bf16/fp8/gemma/w4/s1/sm_90");
   CHECK(p.rows == 2048);
-  CHECK(p.grid(3) == 3 * 132 / 4);  // all four ranks' blocks resident together
-  CHECK(p.grid(0) == 132 / 4);      // an occupancy of 0 counts as 1
+  CHECK(p.grid(3) == 3 * 132 / 4);                           // all four ranks' blocks resident together
+  CHECK(p.grid(0) == 132 / 4);                               // an occupancy of 0 counts as 1
   CHECK(plan_call(t, policy, fused(5, 6144)).grid(3) == 5);  // never more blocks than rows
 
   const Topology w8 = gpus(8, 8, true, false);
@@ -63,7 +64,8 @@ TEST_CASE("W GPUs with peer access: thresholds per world size, plain all-reduce 
   CHECK(policy.two_stage_min_bytes == 4194304);  // default W = 2
   CHECK(plan_call(t, policy, fused(341, 6144)).path == Path::one_stage);
   CHECK(plan_call(t, policy, fused(342, 6144)).path == Path::two_stage);  // 4,202,496 bytes
-  const Plan plain = plan_call(t, policy, CallShape{false, 16, 4096, jit::DType::f16, jit::Quant::fp8, jit::Norm::gemma});
+  const Plan plain =
+      plan_call(t, policy, CallShape{false, 16, 4096, jit::DType::f16, jit::Quant::fp8, jit::Norm::gemma});
   CHECK(plain.spec.text() == "allreduce/h4096/f16/w2/s1/sm_90");  // quant and norm do not apply
   CHECK(plain.grid(2) == 16);
 }

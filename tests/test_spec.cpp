@@ -5,6 +5,7 @@
 #include "arfuse/jit/block_shape.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 #include "arfuse/jit/spec_set.hpp"
+
 #include "support.hpp"
 
 using namespace arfuse;
@@ -29,19 +30,25 @@ TEST_CASE("unused fields do not make specs differ", "[cpu][spec]") {
 }
 
 TEST_CASE("spec validation names the bad value and what is allowed", "[cpu][spec]") {
-  REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6145/bf16/fp8/rms/sm_90"), Contains("6145") && Contains("multiple of 8"));
+  REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6145/bf16/fp8/rms/sm_90"),
+                      Contains("6145") && Contains("multiple of 8"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h0/bf16/fp8/rms/sm_90"), Contains("positive multiple of 8"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h40000/bf16/fp8/rms/sm_90"), Contains("at most 32768"));
-  REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6144/f32/fp8/rms/sm_90"), Contains("unknown dtype 'f32'") && Contains("f16, bf16"));
+  REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6144/f32/fp8/rms/sm_90"),
+                      Contains("unknown dtype 'f32'") && Contains("f16, bf16"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6144/bf16/int8/rms/sm_90"), Contains("fp8_mirror"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8/layer/sm_90"), Contains("rms, gemma"));
-  REQUIRE_THROWS_WITH(KernelSpec::parse("fused_ar/h6144/bf16/fp8/rms/w9/s1/sm_90"), Contains("world size 9") && Contains("2 to 8"));
-  REQUIRE_THROWS_WITH(KernelSpec::parse("fused_ar/h6144/bf16/fp8/rms/w4/s3/sm_90"), Contains("stage 3") && Contains("1 and 2"));
-  REQUIRE_THROWS_WITH(KernelSpec::parse("fused_ar/h6144/bf16/fp8/rms/sm_90"), Contains("has 6 fields") && Contains("w4/s1"));
+  REQUIRE_THROWS_WITH(KernelSpec::parse("fused_ar/h6144/bf16/fp8/rms/w9/s1/sm_90"),
+                      Contains("world size 9") && Contains("2 to 8"));
+  REQUIRE_THROWS_WITH(KernelSpec::parse("fused_ar/h6144/bf16/fp8/rms/w4/s3/sm_90"),
+                      Contains("stage 3") && Contains("1 and 2"));
+  REQUIRE_THROWS_WITH(KernelSpec::parse("fused_ar/h6144/bf16/fp8/rms/sm_90"),
+                      Contains("has 6 fields") && Contains("w4/s1"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("conv/h6144/bf16/sm_90"), Contains("unknown module 'conv'"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("token_quant/h6144/bf16/sm_52"), Contains("sm_70 or later"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("token_quant/h6144/bf16/volta"), Contains("unknown target 'volta'"));
-  REQUIRE_THROWS_WITH(KernelSpec::from_json(nlohmann::json{{"module", "token_quant"}, {"hidden", "6144"}, {"dtype", "bf16"}, {"target", "sm_90"}}),
+  REQUIRE_THROWS_WITH(KernelSpec::from_json(nlohmann::json{
+                          {"module", "token_quant"}, {"hidden", "6144"}, {"dtype", "bf16"}, {"target", "sm_90"}}),
                       Contains("\"hidden\" must be an integer"));
 }
 
@@ -80,16 +87,24 @@ TEST_CASE("spec sets expand as cartesian products and reject bad configs with th
   const std::vector<Target> sm90{Target::parse("sm_90")};
   CHECK(default_specs(sm90).size() == 7 * 2 * 3 * 2 + 7 * 2 + 7 * 2 * 3 * 2 * 3 * 2 + 7 * 2 * 3 * 2);
   auto set = parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "rmsnorm_quant", "hidden": [6144, 8192],
-      "dtype": ["bf16"], "quant": ["none", "fp8"], "norm": ["rms", "gemma"]}]})"), sm90);
+      "dtype": ["bf16"], "quant": ["none", "fp8"], "norm": ["rms", "gemma"]}]})"),
+                            sm90);
   CHECK(set.specs.size() == 8);
-  auto with_targets = parse_spec_set(nlohmann::json::parse(R"({"targets": ["sm_90", "gfx90a"], "specs": [{"module": "token_quant", "hidden": 2048}]})"), {});
+  auto with_targets =
+      parse_spec_set(nlohmann::json::parse(
+                         R"({"targets": ["sm_90", "gfx90a"], "specs": [{"module": "token_quant", "hidden": 2048}]})"),
+                     {});
   CHECK(with_targets.specs.size() == 2 * 2);
-  REQUIRE_THROWS_WITH(parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "rmsnorm_quant", "hiden": [1]}]})"), sm90),
-                      Contains("$.specs[0].hiden") && Contains("unknown key"));
+  REQUIRE_THROWS_WITH(
+      parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "rmsnorm_quant", "hiden": [1]}]})"), sm90),
+      Contains("$.specs[0].hiden") && Contains("unknown key"));
   REQUIRE_THROWS_WITH(parse_spec_set(nlohmann::json::parse(R"({"specs": [{"dtype": ["bf16", "fp32"]}]})"), sm90),
                       Contains("$.specs[0].dtype[1]") && Contains("fp32"));
-  REQUIRE_THROWS_WITH(parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "token_quant", "hidden": [6143]}]})"), sm90),
-                      Contains("$.specs[0]") && Contains("6143"));
-  REQUIRE_THROWS_WITH(parse_spec_set(nlohmann::json::parse(R"({"spec": []})"), sm90), Contains("$.spec") && Contains("unknown key"));
-  REQUIRE_THROWS_WITH(parse_spec_set(nlohmann::json::parse(R"({"targets": ["sm_9x"], "specs": []})"), sm90), Contains("$.targets[0]"));
+  REQUIRE_THROWS_WITH(
+      parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "token_quant", "hidden": [6143]}]})"), sm90),
+      Contains("$.specs[0]") && Contains("6143"));
+  REQUIRE_THROWS_WITH(parse_spec_set(nlohmann::json::parse(R"({"spec": []})"), sm90),
+                      Contains("$.spec") && Contains("unknown key"));
+  REQUIRE_THROWS_WITH(parse_spec_set(nlohmann::json::parse(R"({"targets": ["sm_9x"], "specs": []})"), sm90),
+                      Contains("$.targets[0]"));
 }

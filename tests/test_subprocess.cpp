@@ -2,13 +2,15 @@
 // exit codes kept, a program that hangs is killed at its timeout, one that is missing is an Error.
 #include "arfuse/base/error.hpp"
 #include "arfuse/base/subprocess.hpp"
+
 #include "support.hpp"
 
 using namespace arfuse;
 using Catch::Contains;
 using std::chrono::milliseconds;
 
-TEST_CASE("run_process collects output and exit codes, kills at the timeout, names a missing program", "[cpu][subprocess]") {
+TEST_CASE("run_process collects output and exit codes, kills at the timeout, names a missing program",
+          "[cpu][subprocess]") {
   const auto r = run_process({"sh", "-c", "echo out; echo err >&2; exit 3"}, milliseconds(10000));
   CHECK(r.exit_code == 3);
   CHECK_FALSE(r.timed_out);
@@ -18,6 +20,7 @@ TEST_CASE("run_process collects output and exit codes, kills at the timeout, nam
   const auto slow = run_process({"sleep", "10"}, milliseconds(200));
   CHECK(slow.timed_out);
   CHECK(slow.exit_code == -1);
-  REQUIRE_THROWS_WITH(run_process({"/nonexistent/program"}, milliseconds(10000)), Contains("cannot run /nonexistent/program"));
+  REQUIRE_THROWS_WITH(run_process({"/nonexistent/program"}, milliseconds(10000)),
+                      Contains("cannot run /nonexistent/program"));
   REQUIRE_THROWS_AS(run_process({}, milliseconds(1000)), Error);
 }

@@ -1,5 +1,7 @@
 // arfuse-bench: latency and bandwidth of arfuse kernels against the bytes-moved floor, with
 // exactness against the CPU reference, and JIT compile/cache timings.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -7,13 +9,13 @@
 #include <memory>
 #include <random>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/reference/model.hpp"
 #include "arfuse/runtime/epilogue.hpp"
+
 #include "bench_modes.hpp"
 #include "bench_report.hpp"
 #include "cli.hpp"
@@ -72,36 +74,45 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       const std::size_t out_bytes = q == Quant::none ? n * 2 : n + std::size_t(s.tokens) * 4;
       const std::size_t call_bytes = n * 2 * 3 + out_bytes + std::size_t(s.hidden) * 2;
       const int k = rotation(call_bytes);
-      const Bits16 in = random_bits(rng, n), res = random_bits(rng, n), w = random_bits(rng, std::size_t(s.hidden), 0.5f);
-      struct Set { DeviceBuffer in, res, res_out, out, scales; };
+      const Bits16 in = random_bits(rng, n), res = random_bits(rng, n),
+                   w = random_bits(rng, std::size_t(s.hidden), 0.5f);
+      struct Set {
+        DeviceBuffer in, res, res_out, out, scales;
+      };
       std::vector<Set> sets;
       DeviceBuffer weight(ctx.device(), std::size_t(s.hidden) * 2);
       weight.upload(w);
       for (int i = 0; i < k; ++i) {
-        sets.push_back(Set{DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2),
-                           DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), std::size_t(s.tokens) * 4)});
+        sets.push_back(Set{DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2),
+                           DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2),
+                           DeviceBuffer(ctx.device(), std::size_t(s.tokens) * 4)});
         sets.back().in.upload(in), sets.back().res.upload(res);
       }
       auto args_for = [&](int i) {
         RmsnormQuantArgs a;
         Set& set = sets[size_t(i % k)];
-        a.input = set.in.get(), a.residual_in = set.res.get(), a.residual_out = set.res_out.get(), a.weight = weight.get();
-        a.out = set.out.get(), a.scales = static_cast<float*>(set.scales.get()), a.tokens = s.tokens, a.hidden = s.hidden;
+        a.input = set.in.get(), a.residual_in = set.res.get(), a.residual_out = set.res_out.get(),
+        a.weight = weight.get();
+        a.out = set.out.get(), a.scales = static_cast<float*>(set.scales.get()), a.tokens = s.tokens,
+        a.hidden = s.hidden;
         a.quant = q;
         return a;
       };
       Stream stream(ctx.device());
       std::vector<Stream*> streams{&stream};
       Row row{"rmsnorm_quant", 1, s, q == Quant::none ? "bf16" : "fp8", {}, double(call_bytes)};
-      row.t = time_graphs(ctx.device(), streams, [&](int, int c) { rmsnorm_quant(ctx, args_for(c), stream); }, replays, runs);
+      row.t = time_graphs(
+          ctx.device(), streams, [&](int, int c) { rmsnorm_quant(ctx, args_for(c), stream); }, replays, runs);
       stream.synchronize();
       reference::EpilogueConfig config{s.hidden, DType::bf16, q, jit::Norm::rms, 1e-6f, ctx.device().target()};
       const auto e = reference::epilogue(config, s.tokens, in, res, w);
       row.exact = true;
       compare_t(row, sets[0].res_out.download<std::uint16_t>(n), e.residual_out);
-      if (q == Quant::none) compare_t(row, sets[0].out.download<std::uint16_t>(n), e.out);
-      else compare_fp8(row, sets[0].out.download<std::uint8_t>(n), sets[0].scales.download<float>(size_t(s.tokens)), e.q, e.scales,
-                       s.hidden, config.target.fp8_format());
+      if (q == Quant::none)
+        compare_t(row, sets[0].out.download<std::uint16_t>(n), e.out);
+      else
+        compare_fp8(row, sets[0].out.download<std::uint8_t>(n), sets[0].scales.download<float>(size_t(s.tokens)), e.q,
+                    e.scales, s.hidden, config.target.fp8_format());
       row.resources = describe_resources(ctx.kernel(ctx.spec(jit::Module::rmsnorm_quant, s.hidden, DType::bf16, q)));
       rows.push_back(row);
     }
@@ -112,11 +123,14 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
 void bench_compile(const CommandLine&) {
   char dir[] = "/tmp/arfuse-bench-XXXXXX";
   if (!mkdtemp(dir)) throw Error("mkdtemp failed");
-  const std::vector<std::string> specs{"rmsnorm_quant/h6144/bf16/fp8/rms/sm_90", "rmsnorm_quant/h2880/f16/none/gemma/sm_90",
-                                       "rmsnorm_quant/h8192/bf16/fp8_mirror/rms/sm_90", "rmsnorm_quant/h4096/f16/fp8/gemma/sm_90",
-                                       "rmsnorm_quant/h5120/bf16/none/rms/sm_90", "rmsnorm_quant/h7168/f16/fp8/rms/sm_90",
-                                       "rmsnorm_quant/h2048/bf16/fp8_mirror/gemma/sm_90"};
-  auto seconds_since = [](std::chrono::steady_clock::time_point t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
+  const std::vector<std::string> specs{
+      "rmsnorm_quant/h6144/bf16/fp8/rms/sm_90",         "rmsnorm_quant/h2880/f16/none/gemma/sm_90",
+      "rmsnorm_quant/h8192/bf16/fp8_mirror/rms/sm_90",  "rmsnorm_quant/h4096/f16/fp8/gemma/sm_90",
+      "rmsnorm_quant/h5120/bf16/none/rms/sm_90",        "rmsnorm_quant/h7168/f16/fp8/rms/sm_90",
+      "rmsnorm_quant/h2048/bf16/fp8_mirror/gemma/sm_90"};
+  auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
   cache::CacheOptions o;
   o.dir = dir;
   jit::nvrtc_compiler();  // load NVRTC outside the timings
@@ -156,13 +170,19 @@ void bench_compile(const CommandLine&) {
       context_memory.push_back(seconds_since(t) / 10000);
     }
   }
-  auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+  auto med = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
   std::printf("| step | median µs | min µs | max µs |\n|---|---:|---:|---:|\n");
-  for (auto [name, v] : {std::pair<const char*, std::vector<double>*>{"cold compile (NVRTC, sm_90)", &cold}, {"disk hit (new KernelCache, verified)", &disk},
-                         {"KernelCache::get memory hit (renders + hashes)", &memory}, {"disk hit -> launchable kernel (new Context, module loaded)", &launchable},
+  for (auto [name, v] : {std::pair<const char*, std::vector<double>*>{"cold compile (NVRTC, sm_90)", &cold},
+                         {"disk hit (new KernelCache, verified)", &disk},
+                         {"KernelCache::get memory hit (renders + hashes)", &memory},
+                         {"disk hit -> launchable kernel (new Context, module loaded)", &launchable},
                          {"Context::kernel memory hit", &context_memory}}) {
     if (v->empty()) continue;
-    std::printf("| %s | %.3f | %.3f | %.3f |\n", name, med(*v) * 1e6, *std::min_element(v->begin(), v->end()) * 1e6, *std::max_element(v->begin(), v->end()) * 1e6);
+    std::printf("| %s | %.3f | %.3f | %.3f |\n", name, med(*v) * 1e6, *std::min_element(v->begin(), v->end()) * 1e6,
+                *std::max_element(v->begin(), v->end()) * 1e6);
   }
 }
 
@@ -189,7 +209,9 @@ void emit(Report report, const CommandLine& cl) {
 }
 
 int bench_main(int argc, char** argv) {
-  CommandLine cl(argc, argv, {"call-check-cost"}, {"shapes", "quant", "world", "stage", "runs", "replays", "json", "svg", "peers", "tune", "hidden", "tokens"});
+  CommandLine cl(
+      argc, argv, {"call-check-cost"},
+      {"shapes", "quant", "world", "stage", "runs", "replays", "json", "svg", "peers", "tune", "hidden", "tokens"});
   if (cl.positional().empty() || cl.positional().size() > 2) {
     throw UsageError("expected one mode: epilogue, fused, allreduce, compile or report FILE");
   }
@@ -221,7 +243,8 @@ int bench_main(int argc, char** argv) {
     return 0;
   }
   Context ctx;
-  std::printf("device: %s (%s, %d SMs)\n", ctx.device().name().c_str(), ctx.device().target().name().c_str(), ctx.device().multiprocessors());
+  std::printf("device: %s (%s, %d SMs)\n", ctx.device().name().c_str(), ctx.device().target().name().c_str(),
+              ctx.device().multiprocessors());
   Report report;
   report.mode = mode, report.device = ctx.device().name();
   report.ceiling = copy_bandwidth(ctx.device(), 5);

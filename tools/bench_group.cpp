@@ -1,4 +1,6 @@
 // arfuse-bench modes that drive a Group of W virtual ranks on GPU 0: fused, allreduce, tune.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -7,12 +9,12 @@
 #include <functional>
 #include <memory>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/runtime/epilogue.hpp"
 #include "arfuse/runtime/group.hpp"
+
 #include "bench_modes.hpp"
 
 namespace arfuse::tools {
@@ -49,7 +51,8 @@ struct Workload {
       weights.back()->upload(weight);
       for (int i = 0; i < k; ++i) {
         sets[size_t(r)].push_back(Set{DeviceBuffer(dev, n * 2), DeviceBuffer(dev, n * 2), DeviceBuffer(dev, n * 2),
-                                      DeviceBuffer(dev, std::size_t(s.tokens) * 4), DeviceBuffer(dev, n * 2), DeviceBuffer(dev, n * 2)});
+                                      DeviceBuffer(dev, std::size_t(s.tokens) * 4), DeviceBuffer(dev, n * 2),
+                                      DeviceBuffer(dev, n * 2)});
         sets[size_t(r)].back().res.upload(residual);
       }
       streams_owned.push_back(std::make_unique<Stream>(dev));
@@ -80,12 +83,14 @@ struct Workload {
     Set& x = set(r, c);
     allreduce(r, x.sum.get());
     RmsnormQuantArgs e;
-    e.input = x.sum.get(), e.residual_in = x.res.get(), e.residual_out = x.res_out.get(), e.weight = weights[size_t(r)]->get();
+    e.input = x.sum.get(), e.residual_in = x.res.get(), e.residual_out = x.res_out.get(),
+    e.weight = weights[size_t(r)]->get();
     e.out = q == Quant::none ? x.out.get() : x.y.get(), e.tokens = s.tokens, e.hidden = s.hidden;
     rmsnorm_quant(g.rank(r).context(), e, *streams[size_t(r)]);
     if (q == Quant::none) return;
     TokenQuantArgs t;
-    t.input = x.y.get(), t.out = x.out.get(), t.scales = static_cast<float*>(x.scales.get()), t.tokens = s.tokens, t.hidden = s.hidden;
+    t.input = x.y.get(), t.out = x.out.get(), t.scales = static_cast<float*>(x.scales.get()), t.tokens = s.tokens,
+    t.hidden = s.hidden;
     token_quant(g.rank(r).context(), t, *streams[size_t(r)]);
   }
 
@@ -103,15 +108,18 @@ struct Workload {
   // The rows' outputs (set 0 of every rank) against the reference epilogue.
   void compare_epilogue(Row& row) {
     reference::EpilogueConfig config{s.hidden, DType::bf16, q, jit::Norm::rms, 1e-6f, g.rank(0).device().target()};
-    if (!expected) expected = std::make_unique<reference::EpilogueOutputs>(
-        reference::epilogue(config, s.tokens, reference::fold(inputs, DType::bf16), residual, weight));
+    if (!expected)
+      expected = std::make_unique<reference::EpilogueOutputs>(
+          reference::epilogue(config, s.tokens, reference::fold(inputs, DType::bf16), residual, weight));
     row.exact = true;
     for (int r = 0; r < g.world(); ++r) {
       Set& x = sets[size_t(r)][0];
       compare_t(row, x.res_out.download<std::uint16_t>(n), expected->residual_out);
-      if (q == Quant::none) compare_t(row, x.out.download<std::uint16_t>(n), expected->out);
-      else compare_fp8(row, x.out.download<std::uint8_t>(n), x.scales.download<float>(size_t(s.tokens)), expected->q,
-                       expected->scales, s.hidden, config.target.fp8_format());
+      if (q == Quant::none)
+        compare_t(row, x.out.download<std::uint16_t>(n), expected->out);
+      else
+        compare_fp8(row, x.out.download<std::uint8_t>(n), x.scales.download<float>(size_t(s.tokens)), expected->q,
+                    expected->scales, s.hidden, config.target.fp8_format());
     }
   }
 
@@ -135,7 +143,8 @@ std::string out_name(Quant q) { return q == Quant::none ? "bf16" : "fp8"; }
 
 std::string fused_resources(Group& g, const Shape& s, Quant q, int stage) {
   Context& c = g.rank(0).context();
-  return describe_resources(c.kernel(c.spec(jit::Module::fused_ar, s.hidden, DType::bf16, q, jit::Norm::rms, g.world(), stage)));
+  return describe_resources(
+      c.kernel(c.spec(jit::Module::fused_ar, s.hidden, DType::bf16, q, jit::Norm::rms, g.world(), stage)));
 }
 
 }  // namespace
@@ -202,7 +211,8 @@ std::vector<Row> bench_allreduce(const CommandLine& cl) {
         w.allreduce(r, w.set(r, c).sum.get());
       };
     };
-    const auto times = time_interleaved(group->rank(0).device(), w.streams, {variant(1), variant(2)}, replays_of(cl), runs_of(cl));
+    const auto times =
+        time_interleaved(group->rank(0).device(), w.streams, {variant(1), variant(2)}, replays_of(cl), runs_of(cl));
     group->force_stage(std::nullopt);
     const Bits16 expected = reference::fold(w.inputs, DType::bf16);
     for (int stage : {1, 2}) {
@@ -212,11 +222,13 @@ std::vector<Row> bench_allreduce(const CommandLine& cl) {
       w.finish();
       group->force_stage(std::nullopt);
       // Bytes: each rank reads its input and writes the sum once.
-      Row row{fmt::format("allreduce s{}", stage), world, s, "bf16", times[size_t(stage - 1)], double(w.n * 4 * size_t(world))};
+      Row row{fmt::format("allreduce s{}", stage), world, s, "bf16", times[size_t(stage - 1)],
+              double(w.n * 4 * size_t(world))};
       row.exact = true;
       for (int r = 0; r < world; ++r) compare_t(row, w.sets[size_t(r)][0].sum.download<std::uint16_t>(w.n), expected);
       Context& c = group->rank(0).context();
-      row.resources = describe_resources(c.kernel(c.spec(jit::Module::allreduce, s.hidden, DType::bf16, Quant::none, jit::Norm::rms, world, stage)));
+      row.resources = describe_resources(
+          c.kernel(c.spec(jit::Module::allreduce, s.hidden, DType::bf16, Quant::none, jit::Norm::rms, world, stage)));
       rows.push_back(row);
     }
   }
@@ -226,7 +238,8 @@ std::vector<Row> bench_allreduce(const CommandLine& cl) {
 void bench_tune(const CommandLine& cl) {
   const auto worlds = parse_ints(cl.value("world", "2,4,8"), "world sizes", 2, 8);
   const auto hidden = parse_ints(cl.value("hidden", "6144"), "hidden size", 8, kMaxHidden)[0];
-  const auto tokens = parse_ints(cl.value("tokens", "1,4,16,64,128,256,512,1024,2048,4096"), "token counts", 1, 1 << 20);
+  const auto tokens =
+      parse_ints(cl.value("tokens", "1,4,16,64,128,256,512,1024,2048,4096"), "token counts", 1, 1 << 20);
   const int margin_pct = 2;  // stage 2 must win by more than this to count
   std::vector<Shape> shapes;
   for (int t : tokens) shapes.push_back({t, hidden});
@@ -247,14 +260,15 @@ void bench_tune(const CommandLine& cl) {
           w.fused(r, c);
         };
       };
-      const auto t = time_interleaved(group->rank(0).device(), w.streams, {variant(1), variant(2)}, replays_of(cl), runs_of(cl));
+      const auto t =
+          time_interleaved(group->rank(0).device(), w.streams, {variant(1), variant(2)}, replays_of(cl), runs_of(cl));
       w.finish();
       group->force_stage(std::nullopt);
       const std::uint64_t bytes = std::uint64_t(s.tokens) * std::uint64_t(s.hidden) * 2;
       const bool two = t[1].median_us * (100 + margin_pct) / 100.0 < t[0].median_us;
       wins.push_back({bytes, two});
-      std::printf("| %d | %d | %.3f | %.2f | %.2f | %s |\n", world, s.tokens, bytes / 1e6, t[0].median_us, t[1].median_us,
-                  two ? "two-stage" : "one-stage");
+      std::printf("| %d | %d | %.3f | %.2f | %.2f | %s |\n", world, s.tokens, bytes / 1e6, t[0].median_us,
+                  t[1].median_us, two ? "two-stage" : "one-stage");
       std::fflush(stdout);
     }
     // The threshold: the smallest size from which stage 2 wins at every larger size measured.
@@ -267,15 +281,18 @@ void bench_tune(const CommandLine& cl) {
   std::strftime(date, sizeof(date), "%Y-%m-%d", std::gmtime(&now));
   nlohmann::json table = {
       {"version", 1},
-      {"measured", fmt::format("arfuse-bench tune on {} ({}), {}: fused bf16 out, hidden {}, tokens {}, medians of {} interleaved runs; "
-                               "stage 2 counted only when > {}% faster",
-                               device_name, target_key, date, hidden, cl.value("tokens", "1..4096"), runs_of(cl), margin_pct)},
+      {"measured",
+       fmt::format(
+           "arfuse-bench tune on {} ({}), {}: fused bf16 out, hidden {}, tokens {}, medians of {} interleaved runs; "
+           "stage 2 counted only when > {}% faster",
+           device_name, target_key, date, hidden, cl.value("tokens", "1..4096"), runs_of(cl), margin_pct)},
       {"targets", targets}};
   const std::string path = cl.value("tune");
   std::ofstream out(path);
   if (!(out << table.dump(2) << "\n")) throw Error(fmt::format("cannot write the tuning table to {}", path));
   jit::TuningTable::parse(table.dump(), path);  // what we wrote must load
-  std::printf("\nwrote %s (load it with ARFUSE_TUNING=%s, or embed it in runtime/tuning.cpp)\n", path.c_str(), path.c_str());
+  std::printf("\nwrote %s (load it with ARFUSE_TUNING=%s, or embed it in runtime/tuning.cpp)\n", path.c_str(),
+              path.c_str());
 }
 
 }  // namespace arfuse::tools

@@ -1,12 +1,13 @@
 #include "bench_report.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/error.hpp"
@@ -38,23 +39,37 @@ void print_markdown(const Report& rep) {
     std::printf("launch floor: %.2f µs per call (an empty kernel, one block per SM, same graphs of 16 calls)\n\n",
                 rep.launch_floor_us);
   }
-  std::printf("| kernel | W | shape | out | median µs | min-max µs | MB moved | TB/s | %% ceiling | floor µs | exact | regs/spill/smem/occupancy |\n");
+  std::printf(
+      "| kernel | W | shape | out | median µs | min-max µs | MB moved | TB/s | %% ceiling | floor µs | exact | "
+      "regs/spill/smem/occupancy |\n");
   std::printf("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---|\n");
   for (const auto& r : rep.rows) {
-    std::printf("| %s | %d | %dx%d | %s | %.2f | %.2f-%.2f | %.2f | %.2f | %.1f | %.2f | %s | %s |\n", r.kind.c_str(), r.world,
-                r.shape.tokens, r.shape.hidden, r.out.c_str(), r.t.median_us, r.t.min_us, r.t.max_us, r.bytes / 1e6, tbps(r),
-                100.0 * tbps(r) * 1e12 / rep.ceiling, r.bytes / rep.ceiling * 1e6, exactness(r).c_str(), r.resources.c_str());
+    std::printf("| %s | %d | %dx%d | %s | %.2f | %.2f-%.2f | %.2f | %.2f | %.1f | %.2f | %s | %s |\n", r.kind.c_str(),
+                r.world, r.shape.tokens, r.shape.hidden, r.out.c_str(), r.t.median_us, r.t.min_us, r.t.max_us,
+                r.bytes / 1e6, tbps(r), 100.0 * tbps(r) * 1e12 / rep.ceiling, r.bytes / rep.ceiling * 1e6,
+                exactness(r).c_str(), r.resources.c_str());
   }
 }
 
 nlohmann::json to_json(const Report& rep) {
-  nlohmann::json j = {{"mode", rep.mode}, {"device", rep.device}, {"copy_ceiling_bytes_per_s", rep.ceiling},
-                    {"launch_floor_us", rep.launch_floor_us}, {"rows", nlohmann::json::array()}};
+  nlohmann::json j = {{"mode", rep.mode},
+                      {"device", rep.device},
+                      {"copy_ceiling_bytes_per_s", rep.ceiling},
+                      {"launch_floor_us", rep.launch_floor_us},
+                      {"rows", nlohmann::json::array()}};
   for (const auto& r : rep.rows) {
-    j["rows"].push_back({{"kernel", r.kind}, {"world", r.world}, {"tokens", r.shape.tokens}, {"hidden", r.shape.hidden},
-                         {"out", r.out}, {"median_us", r.t.median_us}, {"min_us", r.t.min_us}, {"max_us", r.t.max_us},
-                         {"bytes", r.bytes}, {"exact", r.measured_exactness ? nlohmann::json(r.exact) : nlohmann::json()},
-                         {"max_error", r.max_error}, {"resources", r.resources}});
+    j["rows"].push_back({{"kernel", r.kind},
+                         {"world", r.world},
+                         {"tokens", r.shape.tokens},
+                         {"hidden", r.shape.hidden},
+                         {"out", r.out},
+                         {"median_us", r.t.median_us},
+                         {"min_us", r.t.min_us},
+                         {"max_us", r.t.max_us},
+                         {"bytes", r.bytes},
+                         {"exact", r.measured_exactness ? nlohmann::json(r.exact) : nlohmann::json()},
+                         {"max_error", r.max_error},
+                         {"resources", r.resources}});
   }
   return j;
 }
@@ -105,7 +120,8 @@ void write_svg(const Report& rep, const std::string& path) {
   for (const auto& r : rep.rows) {
     auto& lines = panels[{r.shape.hidden, r.out, r.world}];
     lines[family(r)].push_back({r.shape.tokens, r.t.median_us});
-    if (family(r) == "arfuse fused" || family(r) == "arfuse rmsnorm_quant" || family(r).rfind("arfuse allreduce", 0) == 0) {
+    if (family(r) == "arfuse fused" || family(r) == "arfuse rmsnorm_quant" ||
+        family(r).rfind("arfuse allreduce", 0) == 0) {
       auto& floor = lines["floor (bytes / copy ceiling)"];
       if (std::none_of(floor.begin(), floor.end(), [&](auto& p) { return p.first == r.shape.tokens; })) {
         floor.push_back({r.shape.tokens, r.bytes / rep.ceiling * 1e6});
@@ -120,7 +136,8 @@ void write_svg(const Report& rep, const std::string& path) {
   std::string svg = fmt::format(
       "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif' font-size='12'>\n"
       "<rect width='100%' height='100%' fill='white'/>\n"
-      "<text x='{}' y='24' font-size='16'>arfuse-bench {}: latency per call against tokens (log-log), {}, copy ceiling {:.2f} TB/s</text>\n",
+      "<text x='{}' y='24' font-size='16'>arfuse-bench {}: latency per call against tokens (log-log), {}, copy ceiling "
+      "{:.2f} TB/s</text>\n",
       width, height, margin, rep.mode, rep.device, rep.ceiling / 1e12);
   int index = 0;
   for (const auto& [key, lines] : panels) {
@@ -129,7 +146,9 @@ void write_svg(const Report& rep, const std::string& path) {
     ++index;
     double tmin = 1e30, tmax = 0, umin = 1e30, umax = 0;
     for (const auto& [name, pts] : lines) {
-      for (const auto& [t, us] : pts) tmin = std::min(tmin, double(t)), tmax = std::max(tmax, double(t)), umin = std::min(umin, us), umax = std::max(umax, us);
+      for (const auto& [t, us] : pts)
+        tmin = std::min(tmin, double(t)), tmax = std::max(tmax, double(t)), umin = std::min(umin, us),
+        umax = std::max(umax, us);
     }
     const double lt0 = std::log10(tmin) - 0.05, lt1 = std::log10(std::max(tmax, tmin * 2)) + 0.05;
     const double lu0 = std::floor(std::log10(umin)), lu1 = std::ceil(std::log10(umax) + 1e-9);
@@ -142,20 +161,23 @@ void write_svg(const Report& rep, const std::string& path) {
       for (int m : {1, 2, 5}) {
         const double us = std::pow(10.0, d) * m;
         if (std::log10(us) > lu1 + 1e-9) break;
-        svg += fmt::format("<line x1='{}' x2='{}' y1='{:.1f}' y2='{:.1f}' stroke='#eee'/><text x='{}' y='{:.1f}' text-anchor='end'>{:g}</text>\n",
-                           x0, x0 + pw, Y(us), Y(us), x0 - 4, Y(us) + 4, us);
+        svg += fmt::format(
+            "<line x1='{}' x2='{}' y1='{:.1f}' y2='{:.1f}' stroke='#eee'/><text x='{}' y='{:.1f}' "
+            "text-anchor='end'>{:g}</text>\n",
+            x0, x0 + pw, Y(us), Y(us), x0 - 4, Y(us) + 4, us);
       }
     }
     std::vector<int> ticks;
-    for (const auto& [name, pts] : lines) for (const auto& p : pts) ticks.push_back(p.first);
+    for (const auto& [name, pts] : lines)
+      for (const auto& p : pts) ticks.push_back(p.first);
     std::sort(ticks.begin(), ticks.end());
     ticks.erase(std::unique(ticks.begin(), ticks.end()), ticks.end());
     for (int t : ticks) {
       svg += fmt::format("<text x='{:.1f}' y='{}' text-anchor='middle'>{}</text>\n", X(t), y0 + ph + 16, t);
     }
     svg += fmt::format("<text x='{}' y='{}' text-anchor='middle'>tokens</text>\n", x0 + pw / 2, y0 + ph + 32);
-    svg += fmt::format("<text x='{}' y='{}' transform='rotate(-90 {} {})' text-anchor='middle'>µs per call</text>\n", x0 - 40,
-                       y0 + ph / 2, x0 - 40, y0 + ph / 2);
+    svg += fmt::format("<text x='{}' y='{}' transform='rotate(-90 {} {})' text-anchor='middle'>µs per call</text>\n",
+                       x0 - 40, y0 + ph / 2, x0 - 40, y0 + ph / 2);
     int li = 0;
     for (auto [name, pts] : lines) {
       std::sort(pts.begin(), pts.end());
@@ -165,10 +187,12 @@ void write_svg(const Report& rep, const std::string& path) {
       for (const auto& [t, us] : pts) points += fmt::format("{:.1f},{:.1f} ", X(t), Y(us));
       svg += fmt::format("<polyline points='{}' fill='none' stroke='{}' stroke-width='2'{}/>\n", points, color,
                          floor ? " stroke-dasharray='5,4'" : "");
-      for (const auto& [t, us] : pts) svg += fmt::format("<circle cx='{:.1f}' cy='{:.1f}' r='3' fill='{}'/>\n", X(t), Y(us), color);
-      svg += fmt::format("<line x1='{}' x2='{}' y1='{}' y2='{}' stroke='{}' stroke-width='2'{}/><text x='{}' y='{}'>{}</text>\n",
-                         x0 + 10, x0 + 30, y0 + 14 + 16 * li, y0 + 14 + 16 * li, color, floor ? " stroke-dasharray='5,4'" : "",
-                         x0 + 36, y0 + 18 + 16 * li, name);
+      for (const auto& [t, us] : pts)
+        svg += fmt::format("<circle cx='{:.1f}' cy='{:.1f}' r='3' fill='{}'/>\n", X(t), Y(us), color);
+      svg += fmt::format(
+          "<line x1='{}' x2='{}' y1='{}' y2='{}' stroke='{}' stroke-width='2'{}/><text x='{}' y='{}'>{}</text>\n",
+          x0 + 10, x0 + 30, y0 + 14 + 16 * li, y0 + 14 + 16 * li, color, floor ? " stroke-dasharray='5,4'" : "",
+          x0 + 36, y0 + 18 + 16 * li, name);
       ++li;
     }
   }

@@ -1,11 +1,11 @@
 #include "bench_rows.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "arfuse/reference/numerics.hpp"
 
@@ -47,7 +47,8 @@ std::vector<int> parse_ints(const std::string& text, const char* what, int min, 
     char* rest = nullptr;
     const long v = std::strtol(item.c_str(), &rest, 10);
     if (item.empty() || *rest != '\0' || v < min || v > max) {
-      throw UsageError(fmt::format("bad {} '{}': expected numbers from {} to {}, comma-separated", what, item, min, max));
+      throw UsageError(
+          fmt::format("bad {} '{}': expected numbers from {} to {}, comma-separated", what, item, min, max));
     }
     out.push_back(int(v));
     if (end == std::string::npos) break;
@@ -62,7 +63,8 @@ int rotation(std::size_t bytes_per_call) {
 
 std::string describe_resources(const LaunchableKernel& k) {
   const KernelResources r = k.kernel.resources();
-  return fmt::format("{}r {}L {}S {}b/SM", r.registers, r.local_bytes, r.static_shared_bytes, k.max_blocks_per_multiprocessor);
+  return fmt::format("{}r {}L {}S {}b/SM", r.registers, r.local_bytes, r.static_shared_bytes,
+                     k.max_blocks_per_multiprocessor);
 }
 
 reference::Bits16 random_bits(std::mt19937& rng, std::size_t n, float scale) {
@@ -75,7 +77,8 @@ reference::Bits16 random_bits(std::mt19937& rng, std::size_t n, float scale) {
 void compare_t(Row& row, const reference::Bits16& got, const reference::Bits16& expected) {
   row.exact = row.exact && got == expected;
   for (std::size_t i = 0; i < std::min(got.size(), expected.size()); ++i) {
-    const double d = std::fabs(double(reference::bf16_to_float(got[i])) - double(reference::bf16_to_float(expected[i])));
+    const double d =
+        std::fabs(double(reference::bf16_to_float(got[i])) - double(reference::bf16_to_float(expected[i])));
     row.max_error = std::max(row.max_error, std::isnan(d) ? INFINITY : d);
   }
 }

@@ -9,6 +9,7 @@
 
 #include "arfuse/reference/model.hpp"
 #include "arfuse/runtime/context.hpp"
+
 #include "bench_timing.hpp"
 #include "cli.hpp"
 
@@ -25,12 +26,12 @@ struct Row {
   std::string kind;  // "rmsnorm_quant", "fused s1", "unfused", "allreduce s2", "torch.compile"...
   int world = 1;
   Shape shape{};
-  std::string out;   // "bf16", "fp8"
+  std::string out;  // "bf16", "fp8"
   Timing t;
-  double bytes = 0;  // each input read once, each output written once, summed over ranks
+  double bytes = 0;                // each input read once, each output written once, summed over ranks
   bool measured_exactness = true;  // false for peers measured elsewhere (PyTorch)
   bool exact = false;
-  double max_error = 0;  // largest |got - reference| over the outputs, in real units
+  double max_error = 0;   // largest |got - reference| over the outputs, in real units
   std::string resources;  // registers, local (spill) bytes, shared bytes, resident blocks/SM
 };
 

@@ -15,7 +15,8 @@ Timing summarize(std::vector<double> per_call_us) {
 
 }  // namespace
 
-Timing time_graphs(const Device& device, const std::vector<Stream*>& streams, const Recorder& record, int replays, int runs) {
+Timing time_graphs(const Device& device, const std::vector<Stream*>& streams, const Recorder& record, int replays,
+                   int runs) {
   return time_interleaved(device, streams, {record}, replays, runs)[0];
 }
 
@@ -81,7 +82,8 @@ double copy_bandwidth(const Device& device, int runs) {
   Kernel kernel = compile_bench_kernel(device, "copy16", R"(
 struct alignas(16) V { unsigned int w[4]; };
 extern "C" __global__ void copy16(const V* __restrict__ in, V* __restrict__ out, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) out[i] = in[i];
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride) out[i] = in[i];
 })");
   const std::size_t bytes = std::size_t(1) << 30;
   DeviceBuffer a(device, bytes), b(device, bytes);
@@ -93,7 +95,8 @@ extern "C" __global__ void copy16(const V* __restrict__ in, V* __restrict__ out,
   void* params[] = {&in, &out, &n};
   const unsigned grid = unsigned(device.multiprocessors() * std::max(1, kernel.max_active_blocks_per_multiprocessor()));
   std::vector<Stream*> streams{&stream};
-  Timing t = time_graphs(device, streams, [&](int, int) { kernel.launch(grid, stream, params); }, 2, runs);
+  Timing t = time_graphs(
+      device, streams, [&](int, int) { kernel.launch(grid, stream, params); }, 2, runs);
   return double(2 * bytes) / (t.median_us * 1e-6);
 }
 
@@ -102,7 +105,9 @@ double empty_launch_us(const Device& device, int runs) {
   Stream stream(device);
   std::vector<Stream*> streams{&stream};
   const unsigned grid = unsigned(device.multiprocessors());
-  return time_graphs(device, streams, [&](int, int) { empty.launch(grid, stream, nullptr); }, 20, runs).median_us;
+  return time_graphs(
+             device, streams, [&](int, int) { empty.launch(grid, stream, nullptr); }, 20, runs)
+      .median_us;
 }
 
 }  // namespace arfuse::tools

@@ -19,7 +19,8 @@ using Recorder = std::function<void(int rank, int call)>;
 
 // record(rank, call) enqueues one call of `rank` on streams[rank]. Every rank's graph is
 // launched `replays` times per run, all ranks concurrently.
-Timing time_graphs(const Device& device, const std::vector<Stream*>& streams, const Recorder& record, int replays, int runs);
+Timing time_graphs(const Device& device, const std::vector<Stream*>& streams, const Recorder& record, int replays,
+                   int runs);
 
 // Several variants of one measurement (fused and unfused, stage 1 and 2), their runs
 // interleaved (run 1 of each, then run 2 of each...) so that clock and thermal drift hit all

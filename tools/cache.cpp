@@ -1,16 +1,18 @@
 // arfuse-cache: inspect and maintain a kernel cache folder.
+#include <fmt/format.h>
+
+#include <climits>
 #include <cstdio>
 #include <ctime>
-#include <climits>
 #include <map>
 #include <memory>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
+
 #include "cli.hpp"
 
 namespace arfuse::tools {
@@ -46,8 +48,7 @@ Described describe(const cache::CacheEntry& e) {
     auto spec = jit::KernelSpec::parse(d.spec);
     d.target = spec.target.name();
     d.module = jit::to_string(spec.module);
-  } catch (const std::exception&) {
-  }
+  } catch (const std::exception&) {}
   return d;
 }
 
@@ -90,7 +91,8 @@ int cmd_stat(cache::DiskCache& disk) {
               human_bytes(temporary_bytes).c_str(), stale, (long long)cache::kStaleTemporaryAgeSeconds);
   for (auto* group : {&per_target, &per_module}) {
     std::printf("\n| %s | entries | bytes |\n|---|---:|---:|\n", group == &per_target ? "target" : "module");
-    for (const auto& [name, v] : *group) std::printf("| %s | %d | %s |\n", name.c_str(), v.first, human_bytes(v.second).c_str());
+    for (const auto& [name, v] : *group)
+      std::printf("| %s | %d | %s |\n", name.c_str(), v.first, human_bytes(v.second).c_str());
   }
   return 0;
 }

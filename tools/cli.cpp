@@ -1,12 +1,11 @@
 #include "cli.hpp"
 
 #include <errno.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "arfuse/base/error.hpp"
 

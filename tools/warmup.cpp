@@ -2,6 +2,7 @@
 // machines with or without a GPU. Work is spread over --jobs worker processes, which publish
 // into the one cache folder concurrently (the cache is built for that).
 #include <errno.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -11,13 +12,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/error.hpp"
@@ -25,6 +25,7 @@
 #include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/jit/spec_set.hpp"
 #include "arfuse/runtime/device/device.hpp"
+
 #include "cli.hpp"
 #include "warmup_progress.hpp"
 
@@ -94,7 +95,8 @@ std::vector<jit::KernelSpec> select_specs(const CommandLine& cl) {
     }
     if (targets.empty() && !config.contains("targets")) targets = local_targets();
     if (targets.empty() && !config.contains("targets")) {
-      throw UsageError("no GPU found and no target given: pass --target (e.g. --target sm_90) or \"targets\" in the config");
+      throw UsageError(
+          "no GPU found and no target given: pass --target (e.g. --target sm_90) or \"targets\" in the config");
     }
     try {
       specs = jit::parse_spec_set(config, targets).specs;
@@ -204,10 +206,12 @@ void forward_warning(const std::string& once_key, const std::string& message) {
 // The folder is checked (and emptied of dead writers' temporaries) before any worker starts.
 void prepare_folder(const std::string& dir, std::uint64_t max_bytes) {
   std::string why;
-  if (!cache::usable_cache_folder(dir, why) || (::access(dir.c_str(), W_OK) != 0 && (why = std::strerror(errno), true))) {
-    throw ConfigError(fmt::format("cache folder {} cannot be used: {}; pass --cache-dir with a folder of this user "
-                                  "that nobody else can write, or --memory-only",
-                                  dir, why));
+  if (!cache::usable_cache_folder(dir, why) ||
+      (::access(dir.c_str(), W_OK) != 0 && (why = std::strerror(errno), true))) {
+    throw ConfigError(
+        fmt::format("cache folder {} cannot be used: {}; pass --cache-dir with a folder of this user "
+                    "that nobody else can write, or --memory-only",
+                    dir, why));
   }
   cache::DiskCache disk(dir, max_bytes);
   if (const int removed = disk.remove_stale_temporaries(); removed > 0) {
@@ -238,7 +242,8 @@ std::vector<size_t> attempted_specs(const std::vector<jit::KernelSpec>& specs, P
 
 void run_workers(const std::vector<jit::KernelSpec>& specs, const std::vector<size_t>& todo,
                  const cache::CacheOptions& options, int jobs, Progress& progress) {
-  auto* next = static_cast<std::atomic<int>*>(mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  auto* next = static_cast<std::atomic<int>*>(
+      mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (next == MAP_FAILED) throw Error("mmap of the shared work counter failed");
   new (next) std::atomic<int>(0);
   std::fflush(stdout);

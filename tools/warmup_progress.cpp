@@ -1,5 +1,6 @@
 #include "warmup_progress.hpp"
 
+#include <fmt/format.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -7,15 +8,17 @@
 #include <fstream>
 #include <map>
 
-#include <fmt/format.h>
-
 #include "arfuse/cache/disk_cache.hpp"
+
 #include "cli.hpp"
 
 namespace arfuse::tools {
 
 Progress::Progress(const std::vector<jit::KernelSpec>& specs, bool quiet)
-    : specs_(specs), results_(specs.size()), quiet_(quiet), terminal_(isatty(STDOUT_FILENO) == 1),
+    : specs_(specs),
+      results_(specs.size()),
+      quiet_(quiet),
+      terminal_(isatty(STDOUT_FILENO) == 1),
       start_(std::chrono::steady_clock::now()) {}
 
 void Progress::record(const nlohmann::json& line) {
@@ -85,8 +88,11 @@ void Progress::check_stored(const std::string& dir, std::uint64_t max_bytes) {
       continue;
     }
     std::string why = r.value("store_problem", "");
-    if (why.empty()) why = fmt::format("removed after it was written: the size cap is {} bytes (ARFUSE_CACHE_MAX_BYTES), "
-                                       "or another process removed it", max_bytes);
+    if (why.empty())
+      why = fmt::format(
+          "removed after it was written: the size cap is {} bytes (ARFUSE_CACHE_MAX_BYTES), "
+          "or another process removed it",
+          max_bytes);
     r["store_problem"] = why;
     ++reasons[why];
   }
@@ -98,7 +104,8 @@ void Progress::finish(unsigned long long cache_bytes, const std::string& dir, in
   seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   for (size_t i = 0; i < results_.size(); ++i) {
     if (results_[i].is_null()) {
-      results_[i] = {{"index", i}, {"status", "failed"}, {"error", "no result: its worker process died"}, {"seconds", 0.0}};
+      results_[i] = {
+          {"index", i}, {"status", "failed"}, {"error", "no result: its worker process died"}, {"seconds", 0.0}};
       std::fprintf(stderr, "FAILED %s: no result (worker died)\n", specs_[i].text().c_str());
     }
   }
@@ -113,8 +120,9 @@ void Progress::finish(unsigned long long cache_bytes, const std::string& dir, in
 }
 
 void Progress::write_json(const std::string& path, const std::string& dir, int jobs) const {
-  nlohmann::json report{{"specs", specs_.size()}, {"failed", failed()},   {"seconds", seconds_},
-                        {"jobs", jobs},           {"cache_dir", dir},     {"compiled", count("compiled")},
+  nlohmann::json report{{"specs", specs_.size()}, {"failed", failed()},
+                        {"seconds", seconds_},    {"jobs", jobs},
+                        {"cache_dir", dir},       {"compiled", count("compiled")},
                         {"hits", count("hit")},   {"memory_only", !checked_storage_}};
   if (checked_storage_) report["stored"] = stored_, report["not_stored"] = not_stored_reasons_;
   nlohmann::json entries = nlohmann::json::array();

@@ -1,11 +1,10 @@
 #include "arfuse/base/dynamic_library.hpp"
 
 #include <dlfcn.h>
-#include <link.h>
-#include <limits.h>
-#include <stdlib.h>
-
 #include <fmt/format.h>
+#include <limits.h>
+#include <link.h>
+#include <stdlib.h>
 
 #include "arfuse/base/system.hpp"
 
@@ -24,8 +23,7 @@ std::string loaded_path(void* handle, const std::string& fallback) {
 
 }  // namespace
 
-DynamicLibrary::DynamicLibrary(std::string what, const std::vector<std::string>& candidates)
-    : what_(std::move(what)) {
+DynamicLibrary::DynamicLibrary(std::string what, const std::vector<std::string>& candidates) : what_(std::move(what)) {
   std::string errors;
   for (const auto& name : candidates) {
     handle_ = system_calls().dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -36,8 +34,7 @@ DynamicLibrary::DynamicLibrary(std::string what, const std::vector<std::string>&
     const char* why = dlerror();
     errors += fmt::format("\n  {}: {}", name, why != nullptr ? why : "not found");
   }
-  throw Unavailable(fmt::format("{} is not available: none of these libraries could be loaded{}",
-                                what_, errors));
+  throw Unavailable(fmt::format("{} is not available: none of these libraries could be loaded{}", what_, errors));
 }
 
 DynamicLibrary::~DynamicLibrary() {
@@ -48,9 +45,10 @@ DynamicLibrary::~DynamicLibrary() {
 void* DynamicLibrary::symbol(const char* name) const {
   void* fn = system_calls().dlsym(handle_, name);
   if (fn == nullptr) {
-    throw Unavailable(fmt::format("{} ({}) does not export {}: the library is too old or not "
-                                  "the one expected",
-                                  what_, path_, name));
+    throw Unavailable(
+        fmt::format("{} ({}) does not export {}: the library is too old or not "
+                    "the one expected",
+                    what_, path_, name));
   }
   return fn;
 }

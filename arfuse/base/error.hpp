@@ -2,11 +2,11 @@
 // a failed system, compiler or driver call through one of these, never through exit().
 #pragma once
 
-#include "arfuse/base/export.hpp"
-
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "arfuse/base/export.hpp"
 
 namespace arfuse {
 

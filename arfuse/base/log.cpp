@@ -1,5 +1,4 @@
 #include "arfuse/base/log.hpp"
-#include "arfuse/base/settings.hpp"
 
 #include <atomic>
 #include <cstdio>
@@ -7,6 +6,8 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+
+#include "arfuse/base/settings.hpp"
 
 namespace arfuse {
 
@@ -31,9 +32,7 @@ void warn_once(const std::string& key, const std::string& message) {
   if (said.insert(key).second) warn(message);
 }
 
-bool debug_enabled() {
-  return settings::debug_logging();
-}
+bool debug_enabled() { return settings::debug_logging(); }
 
 void debug(const std::string& message) {
   if (debug_enabled()) std::fprintf(stderr, "arfuse: %s\n", message.c_str());

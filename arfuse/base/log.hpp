@@ -2,9 +2,9 @@
 // conditions that would otherwise repeat on every call (an untrusted cache folder, a full disk).
 #pragma once
 
-#include "arfuse/base/export.hpp"
-
 #include <string>
+
+#include "arfuse/base/export.hpp"
 
 namespace arfuse {
 

@@ -1,12 +1,11 @@
 #include "arfuse/base/private_folder.hpp"
 
 #include <errno.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
-
-#include <fmt/format.h>
 
 namespace arfuse {
 

@@ -1,12 +1,12 @@
 #include "arfuse/base/settings.hpp"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/base/log.hpp"
@@ -39,9 +39,9 @@ const Variable& declared(const char* name) {
 void say_once(const Variable& v, const std::optional<std::string>& value) {
   static std::mutex mutex;
   static std::set<std::string> said;
-  const std::string shown = !value ? fmt::format("unset (default: {})", v.default_value)
+  const std::string shown = !value                               ? fmt::format("unset (default: {})", v.default_value)
                             : std::strcmp(v.type, "secret") == 0 ? std::string("set")
-                                                                   : *value;
+                                                                 : *value;
   std::lock_guard<std::mutex> lock(mutex);
   if (said.insert(std::string(v.name) + "=" + shown).second) debug(fmt::format("setting {} = {}", v.name, shown));
 }

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -9,8 +10,6 @@
 
 #include <cstdlib>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "arfuse/base/error.hpp"
 
@@ -91,8 +90,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::mil
   }
   ::close(fds[0]);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   if (result.exit_code == 127 && result.output == "cannot run the program (exec failed)\n") {
     throw Error(fmt::format("cannot run {}: not found or not executable", argv[0]));

@@ -11,8 +11,8 @@
 namespace arfuse {
 
 struct ProcessResult {
-  int exit_code = -1;     // the program's exit status; -1 when it did not exit normally
-  std::string output;     // stdout and stderr together, in order
+  int exit_code = -1;  // the program's exit status; -1 when it did not exit normally
+  std::string output;  // stdout and stderr together, in order
   bool timed_out = false;
 };
 

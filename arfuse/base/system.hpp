@@ -1,6 +1,9 @@
-// The seam around system calls. Every file and dlopen call in arfuse goes through
-// system_calls(), so tests can make one fail on purpose (disk full, rename refused, a
-// library or symbol missing) without touching the machine.
+// The seam around the system calls whose failures the tests provoke: writing a cache entry
+// (open, write, fsync, rename) and loading a library (dlopen, dlsym) go through
+// system_calls(), so a test can make one fail on purpose (disk full, rename refused, a library
+// or symbol missing) without touching the machine. Reading, listing and removing cache files
+// (cache/entry_file.cpp, cache/disk_cache.cpp) and reading a library's version
+// (jit/library_version.cpp) call POSIX directly: their failures are provoked with real files.
 #pragma once
 
 #include <sys/types.h>

@@ -1,8 +1,8 @@
 #include "arfuse/cache/cache_entry.hpp"
 
-#include <cstring>
-
 #include <fmt/format.h>
+
+#include <cstring>
 
 namespace arfuse::cache {
 namespace {
@@ -54,9 +54,10 @@ bool parse_header(const std::uint8_t (&bytes)[sizeof(EntryHeader)], EntryHeader&
   // Each field is bounded first, so the sum below cannot wrap.
   if (h.lowered_name_size > kMaxLoweredNameBytes || h.metadata_size > kMaxMetadataBytes ||
       h.payload_size > kMaxPayloadBytes) {
-    problem = fmt::format("header sizes out of bounds: name {} (at most {}), metadata {} (at most {}), payload {} (at most {})",
-                          h.lowered_name_size, kMaxLoweredNameBytes, h.metadata_size, kMaxMetadataBytes, h.payload_size,
-                          kMaxPayloadBytes);
+    problem = fmt::format(
+        "header sizes out of bounds: name {} (at most {}), metadata {} (at most {}), payload {} (at most {})",
+        h.lowered_name_size, kMaxLoweredNameBytes, h.metadata_size, kMaxMetadataBytes, h.payload_size,
+        kMaxPayloadBytes);
     return false;
   }
   entry_size = sizeof(h) + std::uint64_t(h.lowered_name_size) + std::uint64_t(h.metadata_size) + h.payload_size;

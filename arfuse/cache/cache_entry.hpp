@@ -16,13 +16,12 @@
 // golden file tests/golden/entry-v1.bin pins this layout.
 #pragma once
 
-#include "arfuse/base/export.hpp"
-
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "arfuse/base/export.hpp"
 #include "arfuse/base/sha256.hpp"
 
 namespace arfuse::cache {
@@ -64,8 +63,8 @@ ARFUSE_API std::vector<std::uint8_t> serialize(const CacheEntry& entry);
 
 // Checks the fixed header alone: magic, version, and every size field against the bounds above;
 // on success `entry_size` is the exact file size the header promises (no arithmetic can wrap).
-ARFUSE_API bool parse_header(const std::uint8_t (&bytes)[sizeof(EntryHeader)], EntryHeader& header, std::uint64_t& entry_size,
-                  std::string& problem);
+ARFUSE_API bool parse_header(const std::uint8_t (&bytes)[sizeof(EntryHeader)], EntryHeader& header,
+                             std::uint64_t& entry_size, std::string& problem);
 
 // Parses and verifies every field; on any problem returns false and says why in `problem`.
 ARFUSE_API bool deserialize(const std::vector<std::uint8_t>& bytes, CacheEntry& entry, std::string& problem);

@@ -7,10 +7,9 @@
 // find one. Nothing else (paths, host name, time) enters either.
 #pragma once
 
-#include "arfuse/base/export.hpp"
-
 #include <string>
 
+#include "arfuse/base/export.hpp"
 #include "arfuse/base/sha256.hpp"
 #include "arfuse/jit/render.hpp"
 

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,12 +12,10 @@
 #include <cstring>
 #include <random>
 
-#include <fmt/format.h>
-
-#include "arfuse/base/settings.hpp"
 #include "arfuse/base/error.hpp"
 #include "arfuse/base/log.hpp"
 #include "arfuse/base/private_folder.hpp"
+#include "arfuse/base/settings.hpp"
 #include "arfuse/base/system.hpp"
 
 namespace arfuse::cache {
@@ -56,9 +55,7 @@ std::string default_cache_dir() {
   return std::string(home != nullptr && home[0] != '\0' ? home : "/tmp") + "/.cache/arfuse";
 }
 
-std::uint64_t default_max_bytes() {
-  return settings::byte_count("ARFUSE_CACHE_MAX_BYTES").value_or(kDefaultMaxBytes);
-}
+std::uint64_t default_max_bytes() { return settings::byte_count("ARFUSE_CACHE_MAX_BYTES").value_or(kDefaultMaxBytes); }
 
 bool usable_cache_folder(const std::string& dir, std::string& why) {
   return create_private_folders(dir, why) && is_private_folder(dir, why);
@@ -69,7 +66,8 @@ DiskCache::DiskCache(std::string dir, std::uint64_t max_bytes) : dir_(std::move(
   std::string why;
   if (!usable_cache_folder(dir_, why)) {
     problem_ = why;
-    warn_once("cache-untrusted:" + dir_, fmt::format("kernel cache {} is not used ({}); compiling in memory only", dir_, why));
+    warn_once("cache-untrusted:" + dir_,
+              fmt::format("kernel cache {} is not used ({}); compiling in memory only", dir_, why));
     return;
   }
   readable_ = true;
@@ -213,7 +211,8 @@ FolderContents DiskCache::scan() const {
   }
   ::closedir(d);
   for (auto* files : {&out.entries, &out.temporaries}) {
-    std::sort(files->begin(), files->end(), [](const EntryInfo& a, const EntryInfo& b) { return a.file_name < b.file_name; });
+    std::sort(files->begin(), files->end(),
+              [](const EntryInfo& a, const EntryInfo& b) { return a.file_name < b.file_name; });
   }
   return out;
 }

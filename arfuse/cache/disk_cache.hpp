@@ -6,14 +6,13 @@
 // removed once older than kStaleTemporaryAge, so a live writer's file is never taken.
 #pragma once
 
-#include "arfuse/base/export.hpp"
-
 #include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "arfuse/base/export.hpp"
 #include "arfuse/cache/cache_entry.hpp"
 #include "arfuse/cache/entry_file.hpp"
 

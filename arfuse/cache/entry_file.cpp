@@ -2,13 +2,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <ftw.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "arfuse/base/system.hpp"
 
@@ -44,7 +43,8 @@ bool read_at(int fd, void* data, std::size_t size, off_t offset) {
 // Why open() refused, in the words of what the path is.
 std::string open_problem(const std::string& path, int error) {
   struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return fmt::format("{}, not a file", file_kind(st.st_mode));
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return fmt::format("{}, not a file", file_kind(st.st_mode));
   return fmt::format("cannot open: {}", std::strerror(error));
 }
 

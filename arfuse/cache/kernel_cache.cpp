@@ -1,21 +1,20 @@
 #include "arfuse/cache/kernel_cache.hpp"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <cstring>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/settings.hpp"
 #include "arfuse/base/error.hpp"
+#include "arfuse/base/settings.hpp"
 #include "arfuse/cache/cache_key.hpp"
 
 namespace arfuse::cache {
 namespace {
 
-bool compile_disabled_by_env() {
-  return !settings::on_off("ARFUSE_COMPILE", true);
-}
+bool compile_disabled_by_env() { return !settings::on_off("ARFUSE_COMPILE", true); }
 
 std::string metadata_for(const jit::Source& s, const std::string& compiler) {
   nlohmann::json templates = nlohmann::json::object();
@@ -86,8 +85,8 @@ CompiledKernel KernelCache::get(const jit::KernelSpec& spec) {
     } else {
       auto entry = disk_ ? disk_->get_any(source_digest) : std::nullopt;
       if (!entry) {
-        throw Unavailable(fmt::format("{} is not in the kernel cache{} and cannot be compiled: {}",
-                                      source.spec.text(), disk_ ? " (" + disk_->dir() + ")" : "", unavailable));
+        throw Unavailable(fmt::format("{} is not in the kernel cache{} and cannot be compiled: {}", source.spec.text(),
+                                      disk_ ? " (" + disk_->dir() + ")" : "", unavailable));
       }
       auto k = std::make_shared<CompiledKernel>();
       k->spec = source.spec, k->block = source.block, k->entry = std::move(*entry), k->origin = CodeOrigin::disk;

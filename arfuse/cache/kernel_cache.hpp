@@ -4,8 +4,6 @@
 // compiler is missing (or with compile disabled) is served from disk by source key alone.
 #pragma once
 
-#include "arfuse/base/export.hpp"
-
 #include <cstdint>
 #include <future>
 #include <map>
@@ -13,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "arfuse/base/export.hpp"
 #include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/jit/kernel_spec.hpp"

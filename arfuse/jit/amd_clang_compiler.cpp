@@ -9,6 +9,7 @@
 // prelude's digest. The kernel is instantiated explicitly and its lowered name is found in the
 // code object's symbol table by demangling, never guessed.
 #include <cxxabi.h>
+#include <fmt/format.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,10 +22,8 @@
 #include <set>
 #include <sstream>
 
-#include <fmt/format.h>
-
-#include "arfuse/base/settings.hpp"
 #include "arfuse/base/error.hpp"
+#include "arfuse/base/settings.hpp"
 #include "arfuse/base/sha256.hpp"
 #include "arfuse/base/subprocess.hpp"
 #include "arfuse/jit/compiler.hpp"
@@ -54,7 +53,8 @@ class ScratchFolder {
   ScratchFolder() {
     const char* tmp = std::getenv("TMPDIR");
     std::string pattern = std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") + "/arfuse-clang-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) throw Error(fmt::format("cannot create a folder for the AMD compile: {}", pattern));
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw Error(fmt::format("cannot create a folder for the AMD compile: {}", pattern));
     path_ = pattern;
   }
   ~ScratchFolder() {
@@ -86,7 +86,8 @@ std::vector<std::uint8_t> read_binary(const std::string& path) {
 
 std::string demangle(const std::string& symbol) {
   int status = 0;
-  std::unique_ptr<char, void (*)(void*)> text(abi::__cxa_demangle(symbol.c_str(), nullptr, nullptr, &status), std::free);
+  std::unique_ptr<char, void (*)(void*)> text(abi::__cxa_demangle(symbol.c_str(), nullptr, nullptr, &status),
+                                              std::free);
   return status == 0 && text ? std::string(text.get()) : std::string();
 }
 
@@ -181,14 +182,15 @@ class AmdClangCompiler final : public Compiler {
     args.insert(args.end(), extra.begin(), extra.end());
     if (is_zig(path_)) {
       // clang links AMD code objects with `lld -flavor gnu`; the wheel's linker is `zig ld.lld`.
-      folder.write("lld", fmt::format("#!/bin/sh\n[ \"$1\" = -flavor ] && shift 2\nexec '{}' ld.lld \"$@\"\n", path_), 0700);
+      folder.write("lld", fmt::format("#!/bin/sh\n[ \"$1\" = -flavor ] && shift 2\nexec '{}' ld.lld \"$@\"\n", path_),
+                   0700);
       args.insert(args.end(), {"-B", folder.path() + "/"});
     }
     args.insert(args.end(), {"-o", folder.file(output), folder.file("kernel.hip")});
     const ProcessResult result = run_process(args, kCompileTimeout);
     if (result.exit_code != 0) {
-      throw CompileError(fmt::format("{} failed to compile {} ({}){}", identity_, source.spec.text(), source.name_expression,
-                                     result.timed_out ? ": timed out" : ""),
+      throw CompileError(fmt::format("{} failed to compile {} ({}){}", identity_, source.spec.text(),
+                                     source.name_expression, result.timed_out ? ": timed out" : ""),
                          result.output, source.name_expression, source.options);
     }
     return result.output;

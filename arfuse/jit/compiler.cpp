@@ -1,8 +1,8 @@
 #include "arfuse/jit/compiler.hpp"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "arfuse/base/error.hpp"
 
@@ -21,8 +21,8 @@ void require_target(const Compiler& compiler, const Target& target) {
   if (compiler.supports(target)) return;
   std::string list;
   for (const auto& t : compiler.supported_targets()) list += (list.empty() ? "" : " ") + t;
-  throw UnsupportedTarget(fmt::format("target {} is not supported by {}; it supports: {}",
-                                      target.name(), compiler.identity(), list));
+  throw UnsupportedTarget(
+      fmt::format("target {} is not supported by {}; it supports: {}", target.name(), compiler.identity(), list));
 }
 
 std::shared_ptr<const Compiler> compiler_for(const Target& target) {

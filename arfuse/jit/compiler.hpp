@@ -2,13 +2,12 @@
 // (dlopen), so constructing one on a machine without it throws arfuse::Unavailable.
 #pragma once
 
-#include "arfuse/base/export.hpp"
-
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "arfuse/base/export.hpp"
 #include "arfuse/jit/render.hpp"
 #include "arfuse/jit/target.hpp"
 

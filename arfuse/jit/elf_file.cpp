@@ -1,8 +1,8 @@
 #include "arfuse/jit/elf_file.hpp"
 
-#include <cstring>
-
 #include <fmt/format.h>
+
+#include <cstring>
 
 #include "arfuse/base/error.hpp"
 
@@ -22,7 +22,8 @@ constexpr std::uint32_t kSymbolTable = 2, kNote = 7;
 template <typename T>
 T read_at(const std::vector<std::uint8_t>& file, std::uint64_t offset) {
   if (offset > file.size() || file.size() - offset < sizeof(T)) {
-    throw Error(fmt::format("malformed ELF file: read of {} bytes at {} past its end ({} bytes)", sizeof(T), offset, file.size()));
+    throw Error(fmt::format("malformed ELF file: read of {} bytes at {} past its end ({} bytes)", sizeof(T), offset,
+                            file.size()));
   }
   T value;
   std::memcpy(&value, file.data() + offset, sizeof(T));
@@ -30,14 +31,20 @@ T read_at(const std::vector<std::uint8_t>& file, std::uint64_t offset) {
 }
 
 std::vector<SectionHeader> sections(const std::vector<std::uint8_t>& file) {
-  if (file.size() < 64 || std::memcmp(file.data(), "\x7f" "ELF", 4) != 0 || file[4] != 2 || file[5] != 1) {
+  if (file.size() < 64 ||
+      std::memcmp(file.data(),
+                  "\x7f"
+                  "ELF",
+                  4) != 0 ||
+      file[4] != 2 || file[5] != 1) {
     throw Error("not a little-endian ELF64 file");
   }
   const auto offset = read_at<std::uint64_t>(file, 0x28);
   const auto entry = read_at<std::uint16_t>(file, 0x3A), count = read_at<std::uint16_t>(file, 0x3C);
   if (entry != sizeof(SectionHeader)) throw Error(fmt::format("malformed ELF file: section header size {}", entry));
   std::vector<SectionHeader> out;
-  for (std::uint16_t i = 0; i < count; ++i) out.push_back(read_at<SectionHeader>(file, offset + std::uint64_t(i) * entry));
+  for (std::uint16_t i = 0; i < count; ++i)
+    out.push_back(read_at<SectionHeader>(file, offset + std::uint64_t(i) * entry));
   return out;
 }
 

@@ -1,5 +1,6 @@
 // hiprtc backend: HIP C++ -> AMD code object for gfxNNN, hiprtc (in libamdhip64 up to ROCm
 // 5.x, libhiprtc from 6.0) and the code-object manager loaded with dlopen.
+#include <fmt/format.h>
 #include <glob.h>
 
 #include <algorithm>
@@ -7,11 +8,9 @@
 #include <memory>
 #include <mutex>
 
-#include <fmt/format.h>
-
 #include "arfuse/base/dynamic_library.hpp"
-#include "arfuse/base/load_once.hpp"
 #include "arfuse/base/error.hpp"
+#include "arfuse/base/load_once.hpp"
 #include "arfuse/jit/compiler.hpp"
 
 namespace arfuse::jit {
@@ -91,15 +90,14 @@ std::vector<std::string> with_rocm_folders(const std::vector<std::string>& names
 class HiprtcCompiler final : public Compiler {
  public:
   HiprtcCompiler()
-      : lib_("hiprtc (ROCm's runtime compiler)",
-             with_rocm_folders({"libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so", "libamdhip64.so.5", "libamdhip64.so"})),
+      : lib_("hiprtc (ROCm's runtime compiler)", with_rocm_folders({"libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so",
+                                                                    "libamdhip64.so.5", "libamdhip64.so"})),
         comgr_("the AMD code-object manager (comgr)",
                with_rocm_folders({"libamd_comgr.so.3", "libamd_comgr.so.2", "libamd_comgr.so"})),
         api_(lib_) {
     int major = 0, minor = 0;
     check(api_.version(&major, &minor), "hiprtcVersion");
-    identity_ = fmt::format("hiprtc {}.{} ({}, {})", major, minor, file_name(lib_.path()),
-                            file_name(comgr_.path()));
+    identity_ = fmt::format("hiprtc {}.{} ({}, {})", major, minor, file_name(lib_.path()), file_name(comgr_.path()));
     targets_ = comgr_isas(comgr_);
   }
 
@@ -123,8 +121,8 @@ class HiprtcCompiler final : public Compiler {
     CompiledCode code;
     code.log = program_log(program);
     if (result != 0) {
-      throw CompileError(fmt::format("hiprtc failed to compile {} ({}): {}", source.spec.text(),
-                                     source.name_expression, api_.error_string(result)),
+      throw CompileError(fmt::format("hiprtc failed to compile {} ({}): {}", source.spec.text(), source.name_expression,
+                                     api_.error_string(result)),
                          code.log, source.name_expression, source.options);
     }
     const char* lowered = nullptr;

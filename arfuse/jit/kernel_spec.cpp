@@ -1,8 +1,9 @@
 #include "arfuse/jit/kernel_spec.hpp"
 
+#include <fmt/format.h>
+
 #include <charconv>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/error.hpp"
@@ -32,14 +33,11 @@ std::vector<std::string_view> split(std::string_view text, char sep) {
   }
 }
 
-int parse_prefixed_int(std::string_view part, char prefix, std::string_view what,
-                       std::string_view whole) {
+int parse_prefixed_int(std::string_view part, char prefix, std::string_view what, std::string_view whole) {
   int value = 0;
   if (part.size() < 2 || part[0] != prefix ||
-      std::from_chars(part.data() + 1, part.data() + part.size(), value).ptr !=
-          part.data() + part.size()) {
-    throw Error(fmt::format("bad {} field '{}' in spec '{}': expected {}<number>", what, part,
-                            whole, prefix));
+      std::from_chars(part.data() + 1, part.data() + part.size(), value).ptr != part.data() + part.size()) {
+    throw Error(fmt::format("bad {} field '{}' in spec '{}': expected {}<number>", what, part, whole, prefix));
   }
   return value;
 }
@@ -52,18 +50,18 @@ bool uses_world(Module m) { return m == Module::fused_ar || m == Module::allredu
 
 void KernelSpec::validate() const {
   if (hidden <= 0 || hidden % 8 != 0 || hidden > kMaxHidden) {
-    throw Error(fmt::format("hidden size {} is not supported: it must be a positive multiple of "
-                            "8 and at most {}",
-                            hidden, kMaxHidden));
+    throw Error(
+        fmt::format("hidden size {} is not supported: it must be a positive multiple of "
+                    "8 and at most {}",
+                    hidden, kMaxHidden));
   }
   if (uses_world(module)) {
     if (world < kMinWorld || world > kMaxWorld) {
-      throw Error(fmt::format("world size {} is not supported by {}: allowed are {} to {}", world,
-                              to_string(module), kMinWorld, kMaxWorld));
+      throw Error(fmt::format("world size {} is not supported by {}: allowed are {} to {}", world, to_string(module),
+                              kMinWorld, kMaxWorld));
     }
     if (stage != 1 && stage != 2) {
-      throw Error(fmt::format("stage {} is not supported by {}: allowed are 1 and 2", stage,
-                              to_string(module)));
+      throw Error(fmt::format("stage {} is not supported by {}: allowed are 1 and 2", stage, to_string(module)));
     }
   }
 }
@@ -96,13 +94,12 @@ KernelSpec KernelSpec::parse(std::string_view text) {
   auto parts = split(text, '/');
   KernelSpec s;
   s.module = parse_module(parts[0]);
-  size_t expected = 4 + (uses_quant(s.module) ? 1 : 0) + (uses_norm(s.module) ? 1 : 0) +
-                    (uses_world(s.module) ? 2 : 0);
+  size_t expected = 4 + (uses_quant(s.module) ? 1 : 0) + (uses_norm(s.module) ? 1 : 0) + (uses_world(s.module) ? 2 : 0);
   if (parts.size() != expected) {
-    throw Error(fmt::format("spec '{}' has {} fields; a {} spec has {}, e.g. '{}'", text,
-                            parts.size(), to_string(s.module), expected,
-                            s.module == Module::fused_ar ? "fused_ar/h6144/bf16/fp8/rms/w4/s1/sm_90"
-                            : s.module == Module::allreduce ? "allreduce/h6144/bf16/w4/s1/sm_90"
+    throw Error(fmt::format("spec '{}' has {} fields; a {} spec has {}, e.g. '{}'", text, parts.size(),
+                            to_string(s.module), expected,
+                            s.module == Module::fused_ar      ? "fused_ar/h6144/bf16/fp8/rms/w4/s1/sm_90"
+                            : s.module == Module::allreduce   ? "allreduce/h6144/bf16/w4/s1/sm_90"
                             : s.module == Module::token_quant ? "token_quant/h6144/bf16/sm_90"
                                                               : "rmsnorm_quant/h6144/bf16/fp8/rms/sm_90"));
   }
@@ -141,7 +138,8 @@ KernelSpec KernelSpec::from_json(const nlohmann::json& j) {
   };
   auto int_field = [&](const char* key) -> int {
     if (!j.contains(key)) throw Error(fmt::format("spec {} has no \"{}\"", j.dump(), key));
-    if (!j[key].is_number_integer()) throw Error(fmt::format("spec field \"{}\" must be an integer, not {}", key, j[key].dump()));
+    if (!j[key].is_number_integer())
+      throw Error(fmt::format("spec field \"{}\" must be an integer, not {}", key, j[key].dump()));
     return j[key].get<int>();
   };
   KernelSpec s;
@@ -166,14 +164,11 @@ const char* to_string(Module v) {
   return "?";
 }
 const char* to_string(DType v) { return v == DType::f16 ? "f16" : "bf16"; }
-const char* to_string(Quant v) {
-  return v == Quant::none ? "none" : v == Quant::fp8 ? "fp8" : "fp8_mirror";
-}
+const char* to_string(Quant v) { return v == Quant::none ? "none" : v == Quant::fp8 ? "fp8" : "fp8_mirror"; }
 const char* to_string(Norm v) { return v == Norm::rms ? "rms" : "gemma"; }
 
 const std::vector<Module>& all_modules() {
-  static const std::vector<Module> v{Module::rmsnorm_quant, Module::token_quant, Module::fused_ar,
-                                     Module::allreduce};
+  static const std::vector<Module> v{Module::rmsnorm_quant, Module::token_quant, Module::fused_ar, Module::allreduce};
   return v;
 }
 const std::vector<DType>& all_dtypes() {

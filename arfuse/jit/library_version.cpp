@@ -23,8 +23,8 @@ std::string embedded_version(const std::string& library_path, const std::string&
       if (hit != nullptr) {
         const char* p = static_cast<const char*>(hit) + marker.size();
         const char* end = data + st.st_size;
-        while (p < end && (std::isalnum(static_cast<unsigned char>(*p)) || *p == '.' || *p == '_' ||
-                           *p == '-' || *p == ',' || *p == ' ')) {
+        while (p < end && (std::isalnum(static_cast<unsigned char>(*p)) || *p == '.' || *p == '_' || *p == '-' ||
+                           *p == ',' || *p == ' ')) {
           version += *p++;
         }
       }

@@ -1,13 +1,13 @@
 // NVRTC backend: CUDA C++ -> cubin for sm_XX, NVRTC loaded with dlopen.
+#include <fmt/format.h>
+
 #include <functional>
 #include <memory>
 #include <mutex>
 
-#include <fmt/format.h>
-
 #include "arfuse/base/dynamic_library.hpp"
-#include "arfuse/base/load_once.hpp"
 #include "arfuse/base/error.hpp"
+#include "arfuse/base/load_once.hpp"
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/jit/library_version.hpp"
 
@@ -83,8 +83,8 @@ class NvrtcCompiler final : public Compiler {
     CompiledCode code;
     code.log = program_log(program);
     if (result != 0) {
-      throw CompileError(fmt::format("NVRTC failed to compile {} ({}): {}", source.spec.text(),
-                                     source.name_expression, api_.error_string(result)),
+      throw CompileError(fmt::format("NVRTC failed to compile {} ({}): {}", source.spec.text(), source.name_expression,
+                                     api_.error_string(result)),
                          code.log, source.name_expression, source.options);
     }
     const char* lowered = nullptr;

@@ -7,27 +7,24 @@ namespace {
 
 const char* device_type(DType dtype) { return dtype == DType::f16 ? "arfuse::f16_t" : "arfuse::bf16_t"; }
 
-
 const char* root_template(Module module) {
-  return module == Module::rmsnorm_quant || module == Module::token_quant ? "rmsnorm_quant.cuh"
-                                                                           : "fused_ar.cuh";
+  return module == Module::rmsnorm_quant || module == Module::token_quant ? "rmsnorm_quant.cuh" : "fused_ar.cuh";
 }
 
 std::string name_expression(const KernelSpec& s, const BlockShape& b) {
   const char* t = device_type(s.dtype);
   switch (s.module) {
     case Module::rmsnorm_quant:
-      return fmt::format("arfuse::rmsnorm_quant_kernel<{}, {}, {}, {}, {}, {}>", t, s.hidden,
-                         b.threads, b.vectors_per_thread, int(s.quant), int(s.norm));
+      return fmt::format("arfuse::rmsnorm_quant_kernel<{}, {}, {}, {}, {}, {}>", t, s.hidden, b.threads,
+                         b.vectors_per_thread, int(s.quant), int(s.norm));
     case Module::token_quant:
-      return fmt::format("arfuse::token_quant_kernel<{}, {}, {}, {}>", t, s.hidden, b.threads,
-                         b.vectors_per_thread);
+      return fmt::format("arfuse::token_quant_kernel<{}, {}, {}, {}>", t, s.hidden, b.threads, b.vectors_per_thread);
     case Module::fused_ar:
     case Module::allreduce: {
       const bool epilogue = s.module == Module::fused_ar;
-      return fmt::format("arfuse::fused_ar_kernel<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", t, s.hidden,
-                         b.threads, b.vectors_per_thread, int(s.quant), int(s.norm),
-                         s.world, s.stage, epilogue ? "true" : "false", min_resident_blocks(s, b));
+      return fmt::format("arfuse::fused_ar_kernel<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", t, s.hidden, b.threads,
+                         b.vectors_per_thread, int(s.quant), int(s.norm), s.world, s.stage, epilogue ? "true" : "false",
+                         min_resident_blocks(s, b));
     }
   }
   return {};
@@ -38,11 +35,20 @@ std::string name_expression(const KernelSpec& s, const BlockShape& b) {
 std::vector<std::string> options_for(const Target& target) {
   std::vector<std::string> o;
   if (target.vendor() == Vendor::nvidia) {
-    o = {"--gpu-architecture=" + target.name(), "--std=c++17", "--fmad=false", "--ftz=false",
-         "--prec-div=true", "--prec-sqrt=true", "-DARFUSE_VENDOR_NVIDIA=1"};
+    o = {"--gpu-architecture=" + target.name(),
+         "--std=c++17",
+         "--fmad=false",
+         "--ftz=false",
+         "--prec-div=true",
+         "--prec-sqrt=true",
+         "-DARFUSE_VENDOR_NVIDIA=1"};
   } else {
-    o = {"--offload-arch=" + target.name(), "-std=c++17", "-O3", "-ffp-contract=off",
-         "-fno-fast-math", "-DARFUSE_VENDOR_AMD=1"};
+    o = {"--offload-arch=" + target.name(),
+         "-std=c++17",
+         "-O3",
+         "-ffp-contract=off",
+         "-fno-fast-math",
+         "-DARFUSE_VENDOR_AMD=1"};
   }
   o.push_back(fmt::format("-DARFUSE_WARP_SIZE={}", target.warp_size()));
   o.push_back(fmt::format("-DARFUSE_FP8_FNUZ={}", target.fp8_format() == Fp8Format::e4m3fnuz ? 1 : 0));

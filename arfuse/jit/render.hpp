@@ -4,15 +4,14 @@
 // is in these three, which is what the cache key hashes.
 #pragma once
 
-#include "arfuse/base/export.hpp"
-
 #include <string>
 #include <vector>
 
+#include "arfuse/base/export.hpp"
 #include "arfuse/jit/block_shape.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
-#include "arfuse/jit/tuning.hpp"
 #include "arfuse/jit/templates.hpp"
+#include "arfuse/jit/tuning.hpp"
 
 namespace arfuse::jit {
 

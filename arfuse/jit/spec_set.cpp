@@ -1,10 +1,11 @@
 #include "arfuse/jit/spec_set.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <climits>
 #include <cstdint>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/error.hpp"
@@ -28,7 +29,8 @@ std::vector<json> as_list(const json& v, const std::string& path) {
 }
 
 template <typename Enum, typename Parse>
-std::vector<Enum> enum_field(const json& entry, const char* key, const std::string& path, const std::vector<Enum>& all, Parse parse) {
+std::vector<Enum> enum_field(const json& entry, const char* key, const std::string& path, const std::vector<Enum>& all,
+                             Parse parse) {
   if (!entry.contains(key)) return all;
   std::vector<Enum> out;
   int i = 0;
@@ -60,9 +62,10 @@ std::vector<int> int_field(const json& entry, const char* key, const std::string
   return out;
 }
 
-void expand(Module m, const std::vector<int>& hidden, const std::vector<DType>& dtypes, const std::vector<Quant>& quants,
-            const std::vector<Norm>& norms, const std::vector<int>& worlds, const std::vector<int>& stages,
-            const std::vector<Target>& targets, const std::string& path, std::vector<KernelSpec>& out) {
+void expand(Module m, const std::vector<int>& hidden, const std::vector<DType>& dtypes,
+            const std::vector<Quant>& quants, const std::vector<Norm>& norms, const std::vector<int>& worlds,
+            const std::vector<int>& stages, const std::vector<Target>& targets, const std::string& path,
+            std::vector<KernelSpec>& out) {
   const std::vector<Quant> q = uses_quant(m) ? quants : std::vector<Quant>{Quant::none};
   const std::vector<Norm> n = uses_norm(m) ? norms : std::vector<Norm>{Norm::rms};
   const std::vector<int> w = uses_world(m) ? worlds : std::vector<int>{1};
@@ -143,9 +146,12 @@ SpecSet parse_spec_set(const json& config, const std::vector<Target>& targets) {
     }
     const auto modules = enum_field(entry, "module", path, all_modules(), parse_module);
     for (Module m : modules) {
-      expand(m, int_field(entry, "hidden", path, default_hidden_sizes()), enum_field(entry, "dtype", path, all_dtypes(), parse_dtype),
-             enum_field(entry, "quant", path, all_quants(), parse_quant), enum_field(entry, "norm", path, all_norms(), parse_norm),
-             int_field(entry, "world", path, default_world_sizes()), int_field(entry, "stage", path, {1, 2}), use, path, set.specs);
+      expand(m, int_field(entry, "hidden", path, default_hidden_sizes()),
+             enum_field(entry, "dtype", path, all_dtypes(), parse_dtype),
+             enum_field(entry, "quant", path, all_quants(), parse_quant),
+             enum_field(entry, "norm", path, all_norms(), parse_norm),
+             int_field(entry, "world", path, default_world_sizes()), int_field(entry, "stage", path, {1, 2}), use, path,
+             set.specs);
     }
   }
   return set;

@@ -6,13 +6,12 @@
 // default hidden sizes for "hidden"); a single value may stand for a list of one.
 #pragma once
 
-#include "arfuse/base/export.hpp"
-
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "arfuse/base/export.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 
 namespace arfuse::jit {

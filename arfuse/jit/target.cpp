@@ -1,8 +1,8 @@
 #include "arfuse/jit/target.hpp"
 
-#include <cctype>
-
 #include <fmt/format.h>
+
+#include <cctype>
 
 #include "arfuse/base/error.hpp"
 
@@ -25,9 +25,10 @@ bool all_alnum_lower(std::string_view s) {
 }
 
 [[noreturn]] void bad_target(std::string_view name) {
-  throw Error(fmt::format("unknown target '{}': expected an NVIDIA architecture such as sm_90 "
-                          "or sm_90a, or an AMD ISA such as gfx90a, gfx942 or gfx1250",
-                          name));
+  throw Error(
+      fmt::format("unknown target '{}': expected an NVIDIA architecture such as sm_90 "
+                  "or sm_90a, or an AMD ISA such as gfx90a, gfx942 or gfx1250",
+                  name));
 }
 
 }  // namespace
@@ -42,9 +43,10 @@ Target Target::parse(std::string_view name) {
     t.vendor_ = Vendor::nvidia;
     t.generation_ = std::stoi(std::string(digits));
     if (t.generation_ < 70) {
-      throw Error(fmt::format("target '{}' is too old: arfuse needs sm_70 or later "
-                              "(system-scope acquire/release)",
-                              name));
+      throw Error(
+          fmt::format("target '{}' is too old: arfuse needs sm_70 or later "
+                      "(system-scope acquire/release)",
+                      name));
     }
     return t;
   }
@@ -78,8 +80,6 @@ bool Target::hardware_fp8() const { return vendor_ == Vendor::nvidia && generati
 bool Target::hardware_paired_f16() const { return vendor_ == Vendor::nvidia && generation_ >= 80; }
 
 const char* to_string(Vendor vendor) { return vendor == Vendor::nvidia ? "nvidia" : "amd"; }
-const char* to_string(Fp8Format format) {
-  return format == Fp8Format::e4m3fn ? "e4m3fn" : "e4m3fnuz";
-}
+const char* to_string(Fp8Format format) { return format == Fp8Format::e4m3fn ? "e4m3fn" : "e4m3fnuz"; }
 
 }  // namespace arfuse::jit

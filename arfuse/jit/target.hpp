@@ -2,10 +2,10 @@
 // kernels need to know about it (vendor, warp size, FP8 format) is derived here.
 #pragma once
 
-#include "arfuse/base/export.hpp"
-
 #include <string>
 #include <string_view>
+
+#include "arfuse/base/export.hpp"
 
 namespace arfuse::jit {
 

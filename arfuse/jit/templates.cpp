@@ -1,13 +1,13 @@
 #include "arfuse/jit/templates.hpp"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
-#include <fmt/format.h>
-
-#include "arfuse/base/settings.hpp"
 #include "arfuse/base/error.hpp"
+#include "arfuse/base/settings.hpp"
 #include "arfuse/jit/embedded_templates.hpp"
 
 namespace arfuse::jit {

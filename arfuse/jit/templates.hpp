@@ -2,10 +2,10 @@
 // when it is set (for development: edit a .cuh, rerun, no rebuild).
 #pragma once
 
-#include "arfuse/base/export.hpp"
-
 #include <string>
 #include <vector>
+
+#include "arfuse/base/export.hpp"
 
 namespace arfuse::jit {
 

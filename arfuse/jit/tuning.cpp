@@ -1,15 +1,16 @@
 #include "arfuse/jit/tuning.hpp"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <vector>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/settings.hpp"
 #include "arfuse/base/error.hpp"
+#include "arfuse/base/settings.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 
 namespace arfuse::jit {
@@ -19,7 +20,10 @@ namespace {
 // groups whose ranks share a GPU; a missing key falls back to "default[:virtual]".
 constexpr const char* kEmbedded = R"({
   "version": 1,
-  "measured": "default:virtual from arfuse-bench fused --tune on one H200 (2026-12-02, 2026-12-03): W = 2 and 4 one stage at every size (16..2517 x 6144), W = 8 two stages from 512 x 6144 (6 MiB; 89.2 vs 96.2 us, 2048 x 6144 320.3 vs 349.5 us); default (real GPUs) is a guess, not yet measured on NVLink",
+  "measured": "default:virtual from arfuse-bench fused --tune on one H200 (2026-12-02, 2026-12-03): )"
+                                  R"(W = 2 and 4 one stage at every size (16..2517 x 6144), W = 8 two stages from )"
+                                  R"(512 x 6144 (6 MiB; 89.2 vs 96.2 us, 2048 x 6144 320.3 vs 349.5 us); default )"
+                                  R"((real GPUs) is a guess, not yet measured on NVLink",
   "targets": {
     "default": {"2": {"two_stage_min_bytes": 4194304},
                 "4": {"two_stage_min_bytes": 2097152},
@@ -71,7 +75,8 @@ TuningTable TuningTable::parse(const std::string& text, const std::string& origi
         bad(origin, wpath, "must be {\"two_stage_min_bytes\": N}");
       }
       const auto& n = entry["two_stage_min_bytes"];
-      if (!n.is_number_unsigned()) bad(origin, wpath + ".two_stage_min_bytes", fmt::format("{} is not a byte count >= 0", n.dump()));
+      if (!n.is_number_unsigned())
+        bad(origin, wpath + ".two_stage_min_bytes", fmt::format("{} is not a byte count >= 0", n.dump()));
       t.thresholds_[target][world] = n.get<std::uint64_t>();
     }
   }

@@ -11,7 +11,6 @@ unsigned grid_blocks(int rows, int blocks_per_multiprocessor, int multiprocessor
   return unsigned(std::max(1, std::min({rows, cap, kMaxBlocks})));
 }
 
-
 int min_resident_blocks(const KernelSpec& spec, const BlockShape& block) {
   // Told the blocks per SM it already gets (2 of 512, 3 of 384 threads), ptxas uses the
   // registers that allows and schedules differently: fused W = 4 [2048, 8192] FP8 201.7 ->

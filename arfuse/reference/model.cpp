@@ -45,8 +45,7 @@ float block_reduce(const std::vector<float>& per_thread, int warp, Op op) {
   const int warps = int(per_thread.size()) / warp;
   std::vector<float> first(warp, 0.0f);
   for (int w = 0; w < warps; ++w) {
-    first[w] = butterfly(std::vector<float>(per_thread.begin() + w * warp,
-                                            per_thread.begin() + (w + 1) * warp), op);
+    first[w] = butterfly(std::vector<float>(per_thread.begin() + w * warp, per_thread.begin() + (w + 1) * warp), op);
   }
   return butterfly(first, op);
 }
@@ -76,8 +75,7 @@ float row_amax(const Layout& l, const float* y) {
   return block_reduce(partial, l.warp, max_keep_nan);
 }
 
-void quantize_row(const EpilogueConfig& c, const Layout& l, const float* y, std::uint8_t* q,
-                  float* scale) {
+void quantize_row(const EpilogueConfig& c, const Layout& l, const float* y, std::uint8_t* q, float* scale) {
   const float amax = row_amax(l, y);
   const jit::Fp8Format format = c.target.fp8_format();
   const float s = amax > 0.0f ? amax / fp8_max(format) : 1.0f;
@@ -93,9 +91,7 @@ void check_size(const Bits16& v, size_t expected, const char* name) {
 
 }  // namespace
 
-float widen(std::uint16_t bits, DType dtype) {
-  return dtype == DType::bf16 ? bf16_to_float(bits) : f16_to_float(bits);
-}
+float widen(std::uint16_t bits, DType dtype) { return dtype == DType::bf16 ? bf16_to_float(bits) : f16_to_float(bits); }
 
 std::uint16_t narrow(float value, DType dtype) {
   return dtype == DType::bf16 ? float_to_bf16(value) : float_to_f16(value);
@@ -112,8 +108,8 @@ Bits16 fold(const std::vector<Bits16>& inputs, DType dtype) {
   return out;
 }
 
-EpilogueOutputs epilogue(const EpilogueConfig& c, int tokens, const Bits16& ar,
-                         const Bits16& residual_in, const Bits16& weight) {
+EpilogueOutputs epilogue(const EpilogueConfig& c, int tokens, const Bits16& ar, const Bits16& residual_in,
+                         const Bits16& weight) {
   const size_t n = size_t(tokens) * size_t(c.hidden);
   check_size(ar, n, "ar");
   check_size(residual_in, n, "residual_in");
@@ -150,8 +146,8 @@ EpilogueOutputs epilogue(const EpilogueConfig& c, int tokens, const Bits16& ar,
   return o;
 }
 
-void token_quant(const EpilogueConfig& c, int tokens, const Bits16& y_bits,
-                 std::vector<std::uint8_t>& q, std::vector<float>& scales) {
+void token_quant(const EpilogueConfig& c, int tokens, const Bits16& y_bits, std::vector<std::uint8_t>& q,
+                 std::vector<float>& scales) {
   const size_t n = size_t(tokens) * size_t(c.hidden);
   check_size(y_bits, n, "y");
   const Layout l = layout_for(c);

@@ -4,11 +4,10 @@
 // f16/bf16 as uint16_t, fp8 as uint8_t.
 #pragma once
 
-#include "arfuse/base/export.hpp"
-
 #include <cstdint>
 #include <vector>
 
+#include "arfuse/base/export.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 
 namespace arfuse::reference {
@@ -40,10 +39,10 @@ struct ARFUSE_API EpilogueOutputs {
 
 // Steps 2-7 for `tokens` rows of the already reduced tensor `ar`.
 ARFUSE_API EpilogueOutputs epilogue(const EpilogueConfig& config, int tokens, const Bits16& ar,
-                         const Bits16& residual_in, const Bits16& weight);
+                                    const Bits16& residual_in, const Bits16& weight);
 
 // Step 7 alone, on y (what token_quant computes).
-ARFUSE_API void token_quant(const EpilogueConfig& config, int tokens, const Bits16& y,
-                 std::vector<std::uint8_t>& q, std::vector<float>& scales);
+ARFUSE_API void token_quant(const EpilogueConfig& config, int tokens, const Bits16& y, std::vector<std::uint8_t>& q,
+                            std::vector<float>& scales);
 
 }  // namespace arfuse::reference

@@ -57,8 +57,7 @@ float f16_to_float(std::uint16_t bits) {
   const int sign = bits >> 15, exponent = (bits >> 10) & 31, mantissa = bits & 1023;
   float magnitude;
   if (exponent == 31) {
-    magnitude = mantissa == 0 ? std::numeric_limits<float>::infinity()
-                              : std::numeric_limits<float>::quiet_NaN();
+    magnitude = mantissa == 0 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
   } else if (exponent == 0) {
     magnitude = std::ldexp(float(mantissa), -24);
   } else {
@@ -77,7 +76,7 @@ std::uint16_t float_to_f16(float value) {
     return std::uint16_t(sign | std::uint16_t(std::nearbyint(a * std::ldexp(1.0, 24))));
   }
   int exponent = 0;
-  const double fraction = std::frexp(a, &exponent);       // a = fraction * 2^exponent, [0.5, 1)
+  const double fraction = std::frexp(a, &exponent);          // a = fraction * 2^exponent, [0.5, 1)
   double scaled = std::nearbyint(std::ldexp(fraction, 11));  // 1024..2048, RNE
   if (scaled == 2048.0) scaled = 1024.0, ++exponent;
   const int biased = exponent - 1 + 15;

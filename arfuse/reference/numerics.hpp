@@ -5,10 +5,9 @@
 // as the kernels produce it.
 #pragma once
 
-#include "arfuse/base/export.hpp"
-
 #include <cstdint>
 
+#include "arfuse/base/export.hpp"
 #include "arfuse/jit/target.hpp"
 
 namespace arfuse::reference {

@@ -1,8 +1,8 @@
 #include "arfuse/runtime/call_check.hpp"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
@@ -19,7 +19,8 @@ std::string describe_call(unsigned long long d) {
                      call_stage(d));
 }
 
-void throw_signal_error(unsigned int code, int rank, const unsigned long long calls[2], std::chrono::milliseconds timeout) {
+void throw_signal_error(unsigned int code, int rank, const unsigned long long calls[2],
+                        std::chrono::milliseconds timeout) {
   const int peer = int(signal_error_rank(code));
   if (signal_error_kind(code) == kCallMismatch) {
     throw CallMismatch(fmt::format("the ranks made different calls: rank {} called {}, rank {} called {}; every rank "

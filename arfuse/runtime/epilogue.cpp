@@ -11,8 +11,8 @@ void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream
   detail::require_tokens(a.tokens);
   detail::require_eps(a.eps);
   if (a.tokens == 0) return;
-  detail::require_epilogue_pointers({a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.quant},
-                                    "(the reduced tensor)");
+  detail::require_epilogue_pointers(
+      {a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.quant}, "(the reduced tensor)");
   detail::launch_rmsnorm_quant(ctx, a, stream);
 }
 

@@ -15,9 +15,9 @@ struct ARFUSE_API RmsnormQuantArgs {
   void* residual_out = nullptr;  // may equal residual_in
   const void* weight = nullptr;  // T [hidden]
   float eps = 1e-6f;
-  void* out = nullptr;       // T (quant none) or fp8 bytes [tokens, hidden]
-  float* scales = nullptr;   // fp32 [tokens], quant modes
-  void* mirror = nullptr;    // T [tokens, hidden], fp8_mirror
+  void* out = nullptr;      // T (quant none) or fp8 bytes [tokens, hidden]
+  float* scales = nullptr;  // fp32 [tokens], quant modes
+  void* mirror = nullptr;   // T [tokens, hidden], fp8_mirror
   int tokens = 0;
   int hidden = 0;
   jit::DType dtype = jit::DType::bf16;
@@ -41,6 +41,6 @@ ARFUSE_API void token_quant(Context& ctx, const TokenQuantArgs& args, const Stre
 namespace detail {
 // rmsnorm_quant without the argument checks, for a caller that made them (the group's NCCL path).
 ARFUSE_API void launch_rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& args, const Stream& stream);
-}
+}  // namespace detail
 
 }  // namespace arfuse

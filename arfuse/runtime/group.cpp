@@ -1,10 +1,10 @@
 #include "arfuse/runtime/group.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <exception>
-
-#include <fmt/format.h>
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/base/log.hpp"
@@ -73,7 +73,8 @@ const Topology& Group::topology() const { return resources_->topology; }
 
 Rank& Group::rank(int r) {
   if (closed_) throw Error("the group is closed");
-  if (r < 0 || r >= world()) throw Error(fmt::format("rank {} does not exist: the group has ranks 0 to {}", r, world() - 1));
+  if (r < 0 || r >= world())
+    throw Error(fmt::format("rank {} does not exist: the group has ranks 0 to {}", r, world() - 1));
   for (auto& rank : ranks_) {
     if (rank->index_ == r) return *rank;
   }
@@ -97,7 +98,8 @@ Path Group::path_for(int tokens, int hidden) const {
 }
 
 void Group::force_stage(std::optional<int> stage) {
-  if (stage && *stage != 1 && *stage != 2) throw Error(fmt::format("stage {} does not exist: use 1, 2 or none", *stage));
+  if (stage && *stage != 1 && *stage != 2)
+    throw Error(fmt::format("stage {} does not exist: use 1, 2 or none", *stage));
   policy_.forced_stage = stage;
 }
 
@@ -138,7 +140,8 @@ void Rank::prepare(int hidden, jit::DType dtype, jit::Quant quant, jit::Norm nor
   if (group_->custom_path_available()) {
     for (int stage : {1, 2}) {
       context_->kernel(context_->spec(jit::Module::fused_ar, hidden, dtype, quant, norm, group_->world(), stage));
-      context_->kernel(context_->spec(jit::Module::allreduce, hidden, dtype, jit::Quant::none, jit::Norm::rms, group_->world(), stage));
+      context_->kernel(context_->spec(jit::Module::allreduce, hidden, dtype, jit::Quant::none, jit::Norm::rms,
+                                      group_->world(), stage));
     }
   }
   if (group_->has_nccl()) context_->kernel(context_->spec(jit::Module::rmsnorm_quant, hidden, dtype, quant, norm));
@@ -193,7 +196,8 @@ void check_shape(int tokens, int hidden, int max_tokens, int max_hidden) {
     throw Error(fmt::format("hidden is {}; it must be a positive multiple of 8", hidden));
   }
   if (hidden > max_hidden) {
-    throw Error(fmt::format("hidden is {}, more than the max_hidden of {} the group was created with", hidden, max_hidden));
+    throw Error(
+        fmt::format("hidden is {}, more than the max_hidden of {} the group was created with", hidden, max_hidden));
   }
 }
 
@@ -203,8 +207,9 @@ void validate_args(const AllreduceRmsnormArgs& a, int max_tokens, int max_hidden
   check_shape(a.tokens, a.hidden, max_tokens, max_hidden);
   detail::require_eps(a.eps);
   if (a.tokens == 0) return;
-  detail::require_epilogue_pointers({a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.quant},
-                                    "(this rank's contribution)");
+  detail::require_epilogue_pointers(
+      {a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.quant},
+      "(this rank's contribution)");
 }
 
 void validate_args(const AllreduceArgs& a, int max_tokens, int max_hidden) {

@@ -1,9 +1,9 @@
 #include "arfuse/runtime/validate.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdint>
-
-#include <fmt/format.h>
 
 #include "arfuse/base/error.hpp"
 

@@ -10,7 +10,6 @@
 
 namespace arfuse {
 
-
 // Shared memory for the two block reductions: one partial per warp, plus the broadcast slot.
 struct ReduceScratch {
   float sum[kWarpSize + 1];
@@ -89,8 +88,7 @@ __device__ __forceinline__ void quantize_vectors(const Vec16 (&y)[VPT], u8* out,
 // Step 7 for a row that is already y: amax, scale = amax > 0 ? amax / max : 1, q = fp8(y / scale),
 // the division as fp8_divide.cuh does it (the same FP8 codes as IEEE y / scale).
 template <typename T, int H, int THREADS, int VPT>
-__device__ __forceinline__ void quantize_row(const Vec16 (&y)[VPT], u8* out, float* scale_out,
-                                             ReduceScratch& scratch) {
+__device__ __forceinline__ void quantize_row(const Vec16 (&y)[VPT], u8* out, float* scale_out, ReduceScratch& scratch) {
   AbsMax<T> local;
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
@@ -121,9 +119,8 @@ struct RowOutputs {
 // read only after the sum of squares (an L1 hit after the first row), so it holds no registers
 // across the reductions.
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM>
-__device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16 (&residual)[VPT],
-                                             const T* weight, float eps, const RowOutputs<T>& row,
-                                             ReduceScratch& scratch) {
+__device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16 (&residual)[VPT], const T* weight,
+                                             float eps, const RowOutputs<T>& row, ReduceScratch& scratch) {
   // Step 2: res = T(ar + residual_in) -> residual_out.
   Vec16 res[VPT];
 #pragma unroll

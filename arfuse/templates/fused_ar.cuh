@@ -65,7 +65,8 @@ __device__ __forceinline__ bool cross_rank_barrier(const PeerBuffers& peers, int
         break;
       }
     }
-    if (arrived && check && (seen >> kEpochBits) != call) record_mismatch(self, peer, call, seen >> kEpochBits), arrived = false;
+    if (arrived && check && (seen >> kEpochBits) != call)
+      record_mismatch(self, peer, call, seen >> kEpochBits), arrived = false;
     if (!arrived) failed = 1;
   }
   __syncthreads();  // the acquiring threads' view is now the whole block's
@@ -181,7 +182,8 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
   // The previous call's exit barrier guarantees no peer still reads the staging buffer.
   if (a.input != nullptr) stage_own_rows<T, H, THREADS, VPT, W, STAGE>(a);
 
-  if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierEntry, call, call != 0, error_at_start, failed)) {
+  if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierEntry, call, call != 0, error_at_start,
+                            failed)) {
     if (STAGE == 1) {
       reduce_rows<T, H, THREADS, VPT, QUANT, NORM, W, EPILOGUE>(a, scratch);
     } else {
@@ -191,15 +193,18 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
         Vec16 x[VPT];
         fold_row<T, H, THREADS, VPT, W>(a.peers, (long long)row * H, x);
 #pragma unroll
-        for (int r = 0; r < W; ++r) store_row<T, H, THREADS, VPT>(static_cast<T*>(a.peers.gather[r]) + (long long)row * H, x);
+        for (int r = 0; r < W; ++r)
+          store_row<T, H, THREADS, VPT>(static_cast<T*>(a.peers.gather[r]) + (long long)row * H, x);
       }
-      if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierMiddle, call, false, error_at_start, failed)) {
+      if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierMiddle, call, false, error_at_start,
+                                failed)) {
         // The rows block b of every rank pushed, and no others: block b's barrier covers them.
         for (int r = 0; r < W; ++r) {
           const int begin = r * share, end = min(a.tokens, begin + share);
           for (int row = begin + blockIdx.x; row < end; row += gridDim.x) {
             Vec16 residual[VPT];
-            if (EPILOGUE) load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + (long long)row * H, residual);
+            if (EPILOGUE)
+              load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + (long long)row * H, residual);
             Vec16 x[VPT];
             load_row_l2<T, H, THREADS, VPT>(static_cast<const T*>(a.peers.gather[a.rank]) + (long long)row * H, x);
             finish_row<T, H, THREADS, VPT, QUANT, NORM, EPILOGUE>(a, row, x, residual, scratch);
@@ -207,7 +212,8 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
         }
       }
     }
-    if (!failed) cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierExit, call, false, error_at_start, failed);
+    if (!failed)
+      cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierExit, call, false, error_at_start, failed);
   }
   if (threadIdx.x == 0) self->epoch[blockIdx.x] = epoch;
 }

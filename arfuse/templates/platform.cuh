@@ -28,12 +28,20 @@ typedef unsigned long long u64;
 inline constexpr int kWarpSize = ARFUSE_WARP_SIZE;
 
 // Storage types; the kernels never do arithmetic in them, only widen and round.
-struct f16_t { u16 bits; };
-struct bf16_t { u16 bits; };
+struct f16_t {
+  u16 bits;
+};
+struct bf16_t {
+  u16 bits;
+};
 
 // 16 bytes: 8 elements of f16/bf16, the unit every kernel loads and stores.
-struct alignas(16) Vec16 { u32 w[4]; };
-struct alignas(8) Vec8 { u32 w[2]; };
+struct alignas(16) Vec16 {
+  u32 w[4];
+};
+struct alignas(8) Vec8 {
+  u32 w[2];
+};
 
 __device__ __forceinline__ float bits_to_float(u32 b) { return __uint_as_float(b); }
 __device__ __forceinline__ u32 float_to_bits(float f) { return __float_as_uint(f); }
@@ -172,14 +180,18 @@ __device__ __forceinline__ void unpack8(const Vec16& v, float (&out)[8]) {
   }
 }
 
-template <typename T> inline constexpr bool kIsBf16 = false;
-template <> inline constexpr bool kIsBf16<bf16_t> = true;
+template <typename T>
+inline constexpr bool kIsBf16 = false;
+template <>
+inline constexpr bool kIsBf16<bf16_t> = true;
 
 // The software rounding to T.
 template <typename T>
 __device__ __forceinline__ T round_to(float f) {
-  if constexpr (kIsBf16<T>) return round_bf16(f);
-  else return round_f16(f);
+  if constexpr (kIsBf16<T>)
+    return round_bf16(f);
+  else
+    return round_f16(f);
 }
 
 // Two roundings to T packed as (second << 16) | first. The pair instructions round to nearest

@@ -14,8 +14,8 @@ namespace arfuse {
 
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM>
 __global__ void __launch_bounds__(THREADS)
-rmsnorm_quant_kernel(const T* in, const T* residual_in, T* residual_out, const T* weight,
-                     float eps, void* out, float* scales, T* mirror, int tokens) {
+    rmsnorm_quant_kernel(const T* in, const T* residual_in, T* residual_out, const T* weight, float eps, void* out,
+                         float* scales, T* mirror, int tokens) {
   __shared__ ReduceScratch scratch;
   const int row = blockIdx.x;
   if (row >= tokens) return;
@@ -33,8 +33,7 @@ rmsnorm_quant_kernel(const T* in, const T* residual_in, T* residual_out, const T
 }
 
 template <typename T, int H, int THREADS, int VPT>
-__global__ void __launch_bounds__(THREADS)
-token_quant_kernel(const T* in, u8* out, float* scales, int tokens) {
+__global__ void __launch_bounds__(THREADS) token_quant_kernel(const T* in, u8* out, float* scales, int tokens) {
   __shared__ ReduceScratch scratch;
   const int row = blockIdx.x;
   if (row >= tokens) return;

@@ -51,14 +51,17 @@ ARFUSE_HOST_DEVICE constexpr unsigned int signal_error_kind(unsigned int code) {
 // (32-43), bf16 (44), quant mode (45-47), norm mode (48), stage - 1 (49), epilogue (50). The
 // world size is the group's, agreed at creation. Ranks whose calls differ would read rows
 // nobody wrote. A call has tokens >= 1 (0 launches nothing), so 0 can mean "not checked".
-ARFUSE_HOST_DEVICE constexpr unsigned long long call_descriptor(unsigned tokens, unsigned hidden, bool bf16, unsigned quant,
-                                                                unsigned norm, unsigned stage, bool epilogue) {
+ARFUSE_HOST_DEVICE constexpr unsigned long long call_descriptor(unsigned tokens, unsigned hidden, bool bf16,
+                                                                unsigned quant, unsigned norm, unsigned stage,
+                                                                bool epilogue) {
   return tokens | ((unsigned long long)((hidden / 8 - 1) & 0xfffu) << 32) | ((unsigned long long)bf16 << 44) |
          ((unsigned long long)(quant & 7u) << 45) | ((unsigned long long)(norm & 1u) << 48) |
          ((unsigned long long)((stage - 1) & 1u) << 49) | ((unsigned long long)epilogue << 50);
 }
 ARFUSE_HOST_DEVICE constexpr unsigned call_tokens(unsigned long long d) { return unsigned(d & 0xffffffffu); }
-ARFUSE_HOST_DEVICE constexpr unsigned call_hidden(unsigned long long d) { return (unsigned((d >> 32) & 0xfffu) + 1) * 8; }
+ARFUSE_HOST_DEVICE constexpr unsigned call_hidden(unsigned long long d) {
+  return (unsigned((d >> 32) & 0xfffu) + 1) * 8;
+}
 ARFUSE_HOST_DEVICE constexpr bool call_bf16(unsigned long long d) { return (d >> 44) & 1u; }
 ARFUSE_HOST_DEVICE constexpr unsigned call_quant(unsigned long long d) { return unsigned((d >> 45) & 7u); }
 ARFUSE_HOST_DEVICE constexpr unsigned call_norm(unsigned long long d) { return unsigned((d >> 48) & 1u); }

@@ -67,7 +67,8 @@ class Backend {
   virtual NativeModule load_module(const std::vector<std::uint8_t>& payload) const = 0;
   virtual void unload_module(NativeModule module) const noexcept = 0;
   virtual NativeFunction function(NativeModule module, const std::string& lowered_name) const = 0;
-  virtual void launch(NativeFunction function, unsigned grid, unsigned block, NativeStream stream, void** args) const = 0;
+  virtual void launch(NativeFunction function, unsigned grid, unsigned block, NativeStream stream,
+                      void** args) const = 0;
   virtual int max_active_blocks(NativeFunction function, int block_threads) const = 0;
   virtual KernelResources resources(NativeFunction function) const = 0;
 

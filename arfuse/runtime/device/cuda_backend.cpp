@@ -1,8 +1,8 @@
 // The device layer's CUDA backend: every CUDA driver call arfuse makes, through the driver
 // loaded at run time (cuda_driver.hpp).
-#include <cstring>
-
 #include <fmt/format.h>
+
+#include <cstring>
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/runtime/device/backend.hpp"
@@ -111,7 +111,9 @@ class CudaBackend final : public Backend {
     return s;
   }
   void destroy_stream(NativeStream s) const noexcept override { driver().cuStreamDestroy(stream_of(s)); }
-  void synchronize(NativeStream s) const override { check(driver().cuStreamSynchronize(stream_of(s)), "cuStreamSynchronize"); }
+  void synchronize(NativeStream s) const override {
+    check(driver().cuStreamSynchronize(stream_of(s)), "cuStreamSynchronize");
+  }
   void wait(NativeStream s, NativeEvent e) const override {
     check(driver().cuStreamWaitEvent(stream_of(s), event_of(e), 0), "cuStreamWaitEvent");
   }
@@ -121,8 +123,12 @@ class CudaBackend final : public Backend {
     return e;
   }
   void destroy_event(NativeEvent e) const noexcept override { driver().cuEventDestroy(event_of(e)); }
-  void record(NativeEvent e, NativeStream s) const override { check(driver().cuEventRecord(event_of(e), stream_of(s)), "cuEventRecord"); }
-  void synchronize_event(NativeEvent e) const override { check(driver().cuEventSynchronize(event_of(e)), "cuEventSynchronize"); }
+  void record(NativeEvent e, NativeStream s) const override {
+    check(driver().cuEventRecord(event_of(e), stream_of(s)), "cuEventRecord");
+  }
+  void synchronize_event(NativeEvent e) const override {
+    check(driver().cuEventSynchronize(event_of(e)), "cuEventSynchronize");
+  }
   float elapsed_ms(NativeEvent start, NativeEvent end) const override {
     float ms = 0;
     check(driver().cuEventElapsedTime(&ms, event_of(start), event_of(end)), "cuEventElapsedTime");
@@ -151,14 +157,18 @@ class CudaBackend final : public Backend {
   void launch_graph(NativeGraph g, NativeStream s) const override {
     check(driver().cuGraphLaunch(static_cast<cuda::CUgraphExec>(g), stream_of(s)), "cuGraphLaunch");
   }
-  void destroy_graph(NativeGraph g) const noexcept override { driver().cuGraphExecDestroy(static_cast<cuda::CUgraphExec>(g)); }
+  void destroy_graph(NativeGraph g) const noexcept override {
+    driver().cuGraphExecDestroy(static_cast<cuda::CUgraphExec>(g));
+  }
 
   NativeModule load_module(const std::vector<std::uint8_t>& payload) const override {
     cuda::CUmodule m = nullptr;
     check(driver().cuModuleLoadData(&m, payload.data()), "cuModuleLoadData");
     return m;
   }
-  void unload_module(NativeModule m) const noexcept override { driver().cuModuleUnload(static_cast<cuda::CUmodule>(m)); }
+  void unload_module(NativeModule m) const noexcept override {
+    driver().cuModuleUnload(static_cast<cuda::CUmodule>(m));
+  }
   NativeFunction function(NativeModule m, const std::string& name) const override {
     cuda::CUfunction f = nullptr;
     check(driver().cuModuleGetFunction(&f, static_cast<cuda::CUmodule>(m), name.c_str()),
@@ -179,7 +189,8 @@ class CudaBackend final : public Backend {
     const auto& d = driver();
     KernelResources r;
     check(d.cuFuncGetAttribute(&r.registers, cuda::kFuncAttrNumRegs, function_of(f)), "cuFuncGetAttribute");
-    check(d.cuFuncGetAttribute(&r.static_shared_bytes, cuda::kFuncAttrSharedSizeBytes, function_of(f)), "cuFuncGetAttribute");
+    check(d.cuFuncGetAttribute(&r.static_shared_bytes, cuda::kFuncAttrSharedSizeBytes, function_of(f)),
+          "cuFuncGetAttribute");
     check(d.cuFuncGetAttribute(&r.local_bytes, cuda::kFuncAttrLocalSizeBytes, function_of(f)), "cuFuncGetAttribute");
     return r;
   }

@@ -1,12 +1,12 @@
 #include "arfuse/runtime/device/cuda_driver.hpp"
 
-#include <memory>
-
 #include <fmt/format.h>
 
+#include <memory>
+
 #include "arfuse/base/dynamic_library.hpp"
-#include "arfuse/base/load_once.hpp"
 #include "arfuse/base/error.hpp"
+#include "arfuse/base/load_once.hpp"
 
 namespace arfuse::cuda {
 namespace {
@@ -72,9 +72,8 @@ void check(CUresult result, const char* call) {
   const Driver& d = driver();
   d.cuGetErrorName(result, &name);
   d.cuGetErrorString(result, &text);
-  throw DeviceError(fmt::format("{} failed: {} ({}): {}", call, name ? name : "?", result,
-                                text ? text : "unknown error"),
-                    result);
+  throw DeviceError(
+      fmt::format("{} failed: {} ({}): {}", call, name ? name : "?", result, text ? text : "unknown error"), result);
 }
 
 namespace {
@@ -86,14 +85,15 @@ struct LoadedDriver {
 
 std::unique_ptr<LoadedDriver> load_driver() {
   auto loaded = std::make_unique<LoadedDriver>();
-  loaded->library = std::make_unique<DynamicLibrary>("the CUDA driver", std::vector<std::string>{"libcuda.so.1", "libcuda.so"});
+  loaded->library =
+      std::make_unique<DynamicLibrary>("the CUDA driver", std::vector<std::string>{"libcuda.so.1", "libcuda.so"});
   loaded->api = bind_driver(*loaded->library);
   const CUresult r = loaded->api.cuInit(0);
   if (r != 0) {
     const char* text = nullptr;
     loaded->api.cuGetErrorString(r, &text);
-    throw Unavailable(fmt::format("the CUDA driver is installed but cuInit failed ({}): {}", r,
-                                  text ? text : "no usable GPU"));
+    throw Unavailable(
+        fmt::format("the CUDA driver is installed but cuInit failed ({}): {}", r, text ? text : "no usable GPU"));
   }
   return loaded;
 }

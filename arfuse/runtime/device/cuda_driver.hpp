@@ -1,5 +1,5 @@
-// Internal to runtime/device/ (the CUDA backend). The CUDA driver API, loaded with dlopen (libcuda.so.1), so arfuse runs on machines without
-// a GPU and reports "no driver" as an error instead of failing to start.
+// Internal to runtime/device/ (the CUDA backend). The CUDA driver API, loaded with dlopen (libcuda.so.1), so arfuse
+// runs on machines without a GPU and reports "no driver" as an error instead of failing to start.
 #pragma once
 
 #include <cstddef>
@@ -61,8 +61,8 @@ struct Driver {
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
   CUresult (*cuFuncGetAttribute)(int*, int, CUfunction);
   CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int*, CUfunction, int, size_t);
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, CUstream, void**, void**);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void**, void**);
   CUresult (*cuStreamCreate)(CUstream*, unsigned);
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);

@@ -33,7 +33,10 @@ Device::Device(int ordinal) : ordinal_(ordinal) {
 }
 
 Device::Device(const Device& o)
-    : ordinal_(o.ordinal_), name_(o.name_), target_(o.target_), multiprocessors_(o.multiprocessors_),
+    : ordinal_(o.ordinal_),
+      name_(o.name_),
+      target_(o.target_),
+      multiprocessors_(o.multiprocessors_),
       pci_bus_id_(o.pci_bus_id_) {
   context_ = backend().retain_context(ordinal_);
 }
@@ -48,8 +51,8 @@ void Device::make_current_quietly() const { backend().make_current_quietly(conte
 void Device::enable_peer_access(const Device& peer) const {
   if (peer.ordinal_ == ordinal_) return;
   if (!backend().can_access_peer(ordinal_, peer.ordinal_)) {
-    throw Error(fmt::format("device {} cannot access device {} directly (no P2P path); use the NCCL path",
-                            ordinal_, peer.ordinal_));
+    throw Error(fmt::format("device {} cannot access device {} directly (no P2P path); use the NCCL path", ordinal_,
+                            peer.ordinal_));
   }
   make_current();
   backend().enable_peer_access(peer.context_);

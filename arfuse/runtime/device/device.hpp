@@ -72,7 +72,9 @@ class ARFUSE_API DeviceBuffer {
   void download(void* host, std::size_t bytes, std::size_t offset = 0) const;
   void fill(std::uint8_t value);
   template <typename T>
-  void upload(const std::vector<T>& host) { upload(host.data(), host.size() * sizeof(T)); }
+  void upload(const std::vector<T>& host) {
+    upload(host.data(), host.size() * sizeof(T));
+  }
   template <typename T>
   std::vector<T> download(std::size_t count) const {
     std::vector<T> host(count);

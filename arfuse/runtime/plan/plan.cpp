@@ -36,13 +36,15 @@ Path choose_path(const Topology& t, const StagePolicy& policy, const CallShape& 
   }
   if (t.nccl) return Path::nccl;
   if (!t.custom_available()) {
-    throw Error(fmt::format("no path serves this call: the custom kernels cannot run ({}) and the group has no NCCL "
-                            "communicator",
-                            t.custom_unavailable));
+    throw Error(
+        fmt::format("no path serves this call: the custom kernels cannot run ({}) and the group has no NCCL "
+                    "communicator",
+                    t.custom_unavailable));
   }
-  throw Error(fmt::format("a message of {} x {} does not fit the staging buffers ({} x {}) and the group has no NCCL "
-                          "communicator to take it",
-                          c.tokens, c.hidden, t.max_tokens, t.max_hidden));
+  throw Error(
+      fmt::format("a message of {} x {} does not fit the staging buffers ({} x {}) and the group has no NCCL "
+                  "communicator to take it",
+                  c.tokens, c.hidden, t.max_tokens, t.max_hidden));
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 #include "arfuse/runtime/setup/bootstrap.hpp"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "arfuse/base/error.hpp"
 
@@ -45,7 +45,8 @@ class CallbackBootstrap final : public Bootstrap {
     if (int(all.size()) != world_) {
       throw Error(fmt::format("bootstrap callback returned {} entries for a world of {}", all.size(), world_));
     }
-    if (all[size_t(rank_)] != mine) throw Error(fmt::format("bootstrap callback did not return rank {}'s own bytes at index {}", rank_, rank_));
+    if (all[size_t(rank_)] != mine)
+      throw Error(fmt::format("bootstrap callback did not return rank {}'s own bytes at index {}", rank_, rank_));
     return all;
   }
 
@@ -84,7 +85,8 @@ std::vector<std::string> InProcessRendezvous::exchange(int rank, const std::stri
   }
   if (!changed_.wait_until(lock, deadline, [&] { return round_ != round; })) {
     std::string missing;
-    for (int r = 0; r < world_; ++r) if (!filled_[size_t(r)]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    for (int r = 0; r < world_; ++r)
+      if (!filled_[size_t(r)]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     // The rendezvous stays as it is: after a timeout the group is being torn down.
     throw Error(fmt::format("bootstrap: rank(s) {} did not arrive within {} ms", missing, timeout_.count()));
   }
@@ -106,10 +108,12 @@ void require_agreement(Bootstrap& b, const std::string& what, const std::string&
   const auto all = b.allgather(value);
   std::string differ;
   for (int r = 1; r < b.world(); ++r) {
-    if (all[size_t(r)] != all[0]) differ += fmt::format("{}rank {} has '{}'", differ.empty() ? "" : ", ", r, all[size_t(r)]);
+    if (all[size_t(r)] != all[0])
+      differ += fmt::format("{}rank {} has '{}'", differ.empty() ? "" : ", ", r, all[size_t(r)]);
   }
   if (!differ.empty()) {
-    throw Error(fmt::format("the ranks disagree on {}: rank 0 has '{}', {}; every rank must create the group alike", what, all[0], differ));
+    throw Error(fmt::format("the ranks disagree on {}: rank 0 has '{}', {}; every rank must create the group alike",
+                            what, all[0], differ));
   }
 }
 

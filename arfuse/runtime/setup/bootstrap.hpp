@@ -8,8 +8,6 @@
 // garbage is an arfuse::Error naming it, never a hang.
 #pragma once
 
-#include "arfuse/base/export.hpp"
-
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -18,6 +16,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "arfuse/base/export.hpp"
 
 namespace arfuse {
 
@@ -62,8 +62,8 @@ class ARFUSE_API InProcessRendezvous {
 // user. Only processes of this uid that prove `secret` get in (nullopt: ARFUSE_BOOTSTRAP_SECRET,
 // or none when that is unset; every rank must use the same).
 ARFUSE_API std::unique_ptr<Bootstrap> local_socket_bootstrap(const std::string& socket_path, int rank, int world,
-                                                  std::chrono::milliseconds timeout,
-                                                  std::optional<std::string> secret = std::nullopt);
+                                                             std::chrono::milliseconds timeout,
+                                                             std::optional<std::string> secret = std::nullopt);
 
 // Throws Error unless 1 <= world <= 1024 and 0 <= rank < world.
 ARFUSE_API void check_bootstrap_world(int rank, int world);

@@ -1,11 +1,11 @@
 #include "arfuse/runtime/setup/group_setup.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <exception>
 #include <map>
 #include <random>
-
-#include <fmt/format.h>
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/base/log.hpp"
@@ -27,25 +27,29 @@ int world_of(const GroupOptions& o) { return o.bootstrap ? o.bootstrap->world() 
 
 void validate_options(const GroupOptions& o) {
   if (o.bootstrap && o.devices.size() != 1) {
-    throw Error(fmt::format("with a bootstrap, GroupOptions::devices lists this rank's one device ordinal; got {} entries",
-                            o.devices.size()));
+    throw Error(
+        fmt::format("with a bootstrap, GroupOptions::devices lists this rank's one device ordinal; got {} entries",
+                    o.devices.size()));
   }
   const int world = world_of(o);
   if (world < 1 || world > kMaxWorld) {
-    throw Error(fmt::format("a group needs 1 to {} ranks (one device ordinal each in GroupOptions::devices, or a "
-                            "bootstrap); got {}",
-                            kMaxWorld, world));
+    throw Error(
+        fmt::format("a group needs 1 to {} ranks (one device ordinal each in GroupOptions::devices, or a "
+                    "bootstrap); got {}",
+                    kMaxWorld, world));
   }
   if (world == 1 && o.transport == Transport::custom) {
     throw Error("the custom kernels need 2 or more ranks; a group of one rank needs Transport::automatic or nccl");
   }
   if (!o.bootstrap && world > 1 && o.transport == Transport::nccl) {
-    throw Error("Transport::nccl needs one rank per process or thread (GroupOptions::bootstrap): one thread cannot "
-                "drive several NCCL ranks call by call");
+    throw Error(
+        "Transport::nccl needs one rank per process or thread (GroupOptions::bootstrap): one thread cannot "
+        "drive several NCCL ranks call by call");
   }
   if (o.max_tokens <= 0) throw Error(fmt::format("max_tokens is {}; it must be positive", o.max_tokens));
   if (o.max_hidden <= 0 || o.max_hidden % 8 != 0 || o.max_hidden > kMaxHidden) {
-    throw Error(fmt::format("max_hidden is {}; it must be a positive multiple of 8, at most {}", o.max_hidden, kMaxHidden));
+    throw Error(
+        fmt::format("max_hidden is {}; it must be a positive multiple of 8, at most {}", o.max_hidden, kMaxHidden));
   }
   if (o.timeout.count() <= 0) throw Error("timeout must be positive");
 }
@@ -113,7 +117,8 @@ GroupResources set_up_in_process(const GroupOptions& o, const DeviceOpener& open
   for (auto& r : g.ranks) detail::write_probes(*r->device, t.peers, t.world, r->rank, nonce);
   for (auto& r : g.ranks) {
     const std::string missing = detail::verify_probes(r->signal, t.world, nonce, r->rank);
-    if (!missing.empty()) throw Error(fmt::format("rank {}: {}: the devices do not reach each other", r->rank, missing));
+    if (!missing.empty())
+      throw Error(fmt::format("rank {}: {}: the devices do not reach each other", r->rank, missing));
   }
   if (t.virtual_ranks()) {
     debug(fmt::format("group of {} ranks with up to {} ranks per device: grids are capped so all ranks are resident",
@@ -185,9 +190,10 @@ void set_up_nccl(Bootstrap& b, const GroupOptions& o, GroupResources& g) {
   const std::string missing = detail::gather_failures(b, nccl_unavailable_reason());
   if (!missing.empty()) {
     if (required) {
-      throw Error(fmt::format("this group can use neither path: the custom kernels cannot run ({}), and NCCL is "
-                              "unavailable ({}); set ARFUSE_NCCL_LIBRARY to libnccl.so.2",
-                              t.custom_unavailable, missing));
+      throw Error(
+          fmt::format("this group can use neither path: the custom kernels cannot run ({}), and NCCL is "
+                      "unavailable ({}); set ARFUSE_NCCL_LIBRARY to libnccl.so.2",
+                      t.custom_unavailable, missing));
     }
     debug(fmt::format("no NCCL communicator ({}): messages above the staging capacity will be refused", missing));
     return;
@@ -228,7 +234,8 @@ const Device& open_on_every_rank(Bootstrap& b, const DeviceOpener& open_device, 
   return *device;
 }
 
-GroupResources set_up_with_bootstrap(const GroupOptions& o, const jit::TuningTable& tuning, const DeviceOpener& open_device) {
+GroupResources set_up_with_bootstrap(const GroupOptions& o, const jit::TuningTable& tuning,
+                                     const DeviceOpener& open_device) {
   Bootstrap& b = *o.bootstrap;
   const int me = b.rank();
   GroupResources g;
@@ -245,7 +252,8 @@ GroupResources set_up_with_bootstrap(const GroupOptions& o, const jit::TuningTab
   const RankBuffers& mine = *g.ranks[0];
   add_peer(t, mine);
   detail::RankIdentity identity = detail::local_identity(device);
-  identity.signal = address(mine.signal), identity.staging = address(mine.staging), identity.gather = address(mine.gather);
+  identity.signal = address(mine.signal), identity.staging = address(mine.staging),
+  identity.gather = address(mine.gather);
   if (t.world > 1 && o.transport != Transport::nccl) {
     identity.signal_handle = try_export(mine.signal);
     identity.staging_handle = try_export(mine.staging);

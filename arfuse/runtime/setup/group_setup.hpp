@@ -32,8 +32,8 @@ struct RankBuffers {
 
 struct GroupResources {
   Topology topology;
-  std::vector<std::unique_ptr<RankBuffers>> ranks;     // the ranks this process drives, in rank order
-  std::vector<std::unique_ptr<IpcMapping>> mappings;   // peers' buffers in other processes
+  std::vector<std::unique_ptr<RankBuffers>> ranks;    // the ranks this process drives, in rank order
+  std::vector<std::unique_ptr<IpcMapping>> mappings;  // peers' buffers in other processes
   std::unique_ptr<NcclCommunicator> nccl;
 };
 

@@ -1,15 +1,15 @@
 #include "arfuse/runtime/setup/nccl.hpp"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
-#include <fmt/format.h>
-
-#include "arfuse/base/settings.hpp"
 #include "arfuse/base/dynamic_library.hpp"
-#include "arfuse/base/load_once.hpp"
 #include "arfuse/base/error.hpp"
+#include "arfuse/base/load_once.hpp"
+#include "arfuse/base/settings.hpp"
 
 namespace arfuse {
 namespace {
@@ -117,7 +117,8 @@ void NcclCommunicator::abort() {
   comm_ = nullptr;
 }
 
-void NcclCommunicator::allreduce(const void* send, void* recv, std::size_t count, jit::DType dtype, const Stream& stream) {
+void NcclCommunicator::allreduce(const void* send, void* recv, std::size_t count, jit::DType dtype,
+                                 const Stream& stream) {
   if (comm_ == nullptr) throw Error("this NCCL communicator was aborted");
   device_->make_current();
   check(api().ncclAllReduce(send, recv, count, dtype == jit::DType::bf16 ? kNcclBfloat16 : kNcclFloat16, kNcclSum,

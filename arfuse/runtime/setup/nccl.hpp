@@ -8,8 +8,8 @@
 #include <string>
 
 #include "arfuse/jit/kernel_spec.hpp"
-#include "arfuse/runtime/setup/bootstrap.hpp"
 #include "arfuse/runtime/device/device.hpp"
+#include "arfuse/runtime/setup/bootstrap.hpp"
 
 namespace arfuse {
 

@@ -1,5 +1,6 @@
 #include "arfuse/runtime/setup/peer_setup.hpp"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -7,7 +8,6 @@
 #include <map>
 #include <random>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/error.hpp"
@@ -48,12 +48,18 @@ const std::string& process_token() {
 }  // namespace
 
 std::string RankIdentity::serialise() const {
-  nlohmann::json j = {{"format", kIdentityFormat},     {"host", host},
-                      {"boot_id", boot_id},            {"process", process},
-                      {"pci_bus_id", pci_bus_id},      {"ordinal", ordinal},
-                      {"signal", signal},              {"staging", staging},
-                      {"gather", gather},              {"signal_handle", to_hex(signal_handle)},
-                      {"staging_handle", to_hex(staging_handle)}, {"gather_handle", to_hex(gather_handle)},
+  nlohmann::json j = {{"format", kIdentityFormat},
+                      {"host", host},
+                      {"boot_id", boot_id},
+                      {"process", process},
+                      {"pci_bus_id", pci_bus_id},
+                      {"ordinal", ordinal},
+                      {"signal", signal},
+                      {"staging", staging},
+                      {"gather", gather},
+                      {"signal_handle", to_hex(signal_handle)},
+                      {"staging_handle", to_hex(staging_handle)},
+                      {"gather_handle", to_hex(gather_handle)},
                       {"nonce", nonce}};
   return j.dump();
 }
@@ -70,9 +76,10 @@ RankIdentity RankIdentity::parse(const std::string& bytes, int rank) {
     r.gather_handle = from_hex(j.at("gather_handle")), r.nonce = j.at("nonce");
     return r;
   } catch (const std::exception& e) {
-    throw Error(fmt::format("rank {} sent a group handshake this release cannot read ({}): is every rank running "
-                            "the same arfuse, through the same bootstrap?",
-                            rank, e.what()));
+    throw Error(
+        fmt::format("rank {} sent a group handshake this release cannot read ({}): is every rank running "
+                    "the same arfuse, through the same bootstrap?",
+                    rank, e.what()));
   }
 }
 
@@ -151,7 +158,8 @@ std::string verify_probes(const DeviceBuffer& my_signal, int world, std::uint32_
   for (int w = 0; w < world; ++w) {
     if (got[size_t(w)] != probe_value(nonce, w, me)) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", w);
   }
-  return missing.empty() ? missing : fmt::format("the write test found no data from rank(s) {} in this rank's memory", missing);
+  return missing.empty() ? missing
+                         : fmt::format("the write test found no data from rank(s) {} in this rank's memory", missing);
 }
 
 }  // namespace arfuse::detail

@@ -7,21 +7,21 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/runtime/setup/bootstrap.hpp"
 #include "arfuse/runtime/device/device.hpp"
+#include "arfuse/runtime/setup/bootstrap.hpp"
 #include "arfuse/templates/signal.cuh"
 
 namespace arfuse::detail {
 
 // What a rank tells its peers about itself.
 struct RankIdentity {
-  std::string host, boot_id;       // one node: both equal
-  std::string process;             // random per process: equal means one address space
-  std::string pci_bus_id;          // the physical GPU
-  int ordinal = 0;                 // the device ordinal in its own process
-  std::uint64_t signal = 0, staging = 0, gather = 0;  // pointers, usable within one process
+  std::string host, boot_id;                                 // one node: both equal
+  std::string process;                                       // random per process: equal means one address space
+  std::string pci_bus_id;                                    // the physical GPU
+  int ordinal = 0;                                           // the device ordinal in its own process
+  std::uint64_t signal = 0, staging = 0, gather = 0;         // pointers, usable within one process
   std::string signal_handle, staging_handle, gather_handle;  // IPC handles, for other processes
-  std::uint32_t nonce = 0;         // rank 0's is the group's probe nonce
+  std::uint32_t nonce = 0;                                   // rank 0's is the group's probe nonce
 
   std::string serialise() const;
   // Throws Error naming `rank` when the bytes are not an identity this release wrote.

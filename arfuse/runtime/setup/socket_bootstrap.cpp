@@ -10,6 +10,7 @@
 //     rank 0 proves it back (HMAC-SHA256 over fresh nonces) before anything else is sent. With
 //     no secret the proof uses the empty key, so a secret on one side only is refused too.
 #include <errno.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -21,11 +22,9 @@
 #include <cstring>
 #include <random>
 
-#include <fmt/format.h>
-
-#include "arfuse/base/settings.hpp"
 #include "arfuse/base/error.hpp"
 #include "arfuse/base/private_folder.hpp"
+#include "arfuse/base/settings.hpp"
 #include "arfuse/base/sha256.hpp"
 #include "arfuse/runtime/setup/bootstrap.hpp"
 
@@ -88,15 +87,16 @@ bool send_frame(int fd, std::uint32_t magic, std::uint32_t round, int rank, cons
 }
 
 // Reads one allgather frame and checks it; `who` names the peer in errors.
-std::string receive_frame(int fd, std::uint32_t round, int expected_rank, Clock::time_point deadline, const std::string& who,
-                          int timeout_ms) {
+std::string receive_frame(int fd, std::uint32_t round, int expected_rank, Clock::time_point deadline,
+                          const std::string& who, int timeout_ms) {
   Frame f{};
   if (!read_exact(fd, &f, sizeof(f), deadline)) {
     throw Error(fmt::format("bootstrap: {} sent nothing within {} ms (dead, or not started)", who, timeout_ms));
   }
   if (f.magic != kFrameMagic || f.rank != expected_rank || f.round != round || f.size > kMaxPayload) {
-    throw Error(fmt::format("bootstrap: garbage from {}: magic {:#x}, rank {}, round {} (expected rank {}, round {}), size {}",
-                            who, f.magic, f.rank, f.round, expected_rank, round, f.size));
+    throw Error(
+        fmt::format("bootstrap: garbage from {}: magic {:#x}, rank {}, round {} (expected rank {}, round {}), size {}",
+                    who, f.magic, f.rank, f.round, expected_rank, round, f.size));
   }
   std::string payload(f.size, '\0');
   if (!read_exact(fd, payload.data(), payload.size(), deadline)) {
@@ -109,7 +109,8 @@ std::string receive_frame(int fd, std::uint32_t round, int expected_rank, Clock:
 std::string receive_handshake(int fd, std::uint32_t magic, std::size_t size, Clock::time_point deadline,
                               const std::string& who) {
   Frame f{};
-  if (!read_exact(fd, &f, sizeof(f), deadline)) throw Error(fmt::format("bootstrap: {} closed the connection or timed out", who));
+  if (!read_exact(fd, &f, sizeof(f), deadline))
+    throw Error(fmt::format("bootstrap: {} closed the connection or timed out", who));
   if (f.magic == kRefuseMagic && f.size <= 4096) {
     std::string why(f.size, '\0');
     read_exact(fd, why.data(), why.size(), deadline);
@@ -120,7 +121,8 @@ std::string receive_handshake(int fd, std::uint32_t magic, std::size_t size, Clo
                             f.size, magic, size));
   }
   std::string payload(size, '\0');
-  if (!read_exact(fd, payload.data(), payload.size(), deadline)) throw Error(fmt::format("bootstrap: {} stopped mid-message", who));
+  if (!read_exact(fd, payload.data(), payload.size(), deadline))
+    throw Error(fmt::format("bootstrap: {} stopped mid-message", who));
   return payload;
 }
 
@@ -166,9 +168,10 @@ void require_trusted_folder(const std::string& socket_path, bool create) {
   std::string why;
   if (create && !create_private_folders(dir, why)) throw Error(fmt::format("bootstrap: the socket folder: {}", why));
   if (!is_private_folder(dir, why)) {
-    throw Error(fmt::format("bootstrap: the socket folder cannot be used: {}; use a folder of uid {} that nobody else "
-                            "can write, e.g. a new one that arfuse creates with mode 0700",
-                            why, ::geteuid()));
+    throw Error(
+        fmt::format("bootstrap: the socket folder cannot be used: {}; use a folder of uid {} that nobody else "
+                    "can write, e.g. a new one that arfuse creates with mode 0700",
+                    why, ::geteuid()));
   }
 }
 
@@ -176,7 +179,8 @@ sockaddr_un socket_address(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof(addr.sun_path)) {
-    throw Error(fmt::format("bootstrap socket path {} is too long ({} bytes, at most {})", path, path.size(), sizeof(addr.sun_path) - 1));
+    throw Error(fmt::format("bootstrap socket path {} is too long ({} bytes, at most {})", path, path.size(),
+                            sizeof(addr.sun_path) - 1));
   }
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   return addr;
@@ -195,9 +199,10 @@ void clear_socket_path(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return;
   if (!S_ISSOCK(st.st_mode) || st.st_uid != ::geteuid()) {
-    throw Error(fmt::format("bootstrap: {} already exists and is not a socket of this user (mode {:o}, uid {}); it is left "
-                            "alone: choose another path",
-                            path, st.st_mode, st.st_uid));
+    throw Error(
+        fmt::format("bootstrap: {} already exists and is not a socket of this user (mode {:o}, uid {}); it is left "
+                    "alone: choose another path",
+                    path, st.st_mode, st.st_uid));
   }
   if (someone_listens(path)) {
     throw Error(fmt::format("bootstrap: another process of this user already listens at {} (another job?)", path));
@@ -209,11 +214,14 @@ class SocketBootstrap final : public Bootstrap {
  public:
   SocketBootstrap(std::string path, int rank, int world, std::chrono::milliseconds timeout, std::string secret)
       : path_(std::move(path)), rank_(rank), world_(world), timeout_(timeout), secret_(std::move(secret)) {
-    if (rank == 0) listen_and_accept();
-    else connect_to_root();
+    if (rank == 0)
+      listen_and_accept();
+    else
+      connect_to_root();
   }
   ~SocketBootstrap() override {
-    for (int fd : peers_) if (fd >= 0) ::close(fd);
+    for (int fd : peers_)
+      if (fd >= 0) ::close(fd);
     if (root_ >= 0) ::close(root_);
     remove_own_socket();
   }
@@ -227,7 +235,8 @@ class SocketBootstrap final : public Bootstrap {
     } catch (const Error& e) {
       // Close every connection, so that the other ranks fail now instead of at their timeout.
       broken_ = e.what();
-      for (int& fd : peers_) if (fd >= 0) ::close(fd), fd = -1;
+      for (int& fd : peers_)
+        if (fd >= 0) ::close(fd), fd = -1;
       if (root_ >= 0) ::close(root_), root_ = -1;
       throw;
     }
@@ -242,12 +251,14 @@ class SocketBootstrap final : public Bootstrap {
       if (!send_frame(root_, kFrameMagic, round, rank_, mine)) {
         throw Error(fmt::format("bootstrap: rank {} lost its connection to rank 0", rank_));
       }
-      for (int r = 0; r < world_; ++r) all[size_t(r)] = receive_frame(root_, round, r, deadline, "rank 0", int(timeout_.count()));
+      for (int r = 0; r < world_; ++r)
+        all[size_t(r)] = receive_frame(root_, round, r, deadline, "rank 0", int(timeout_.count()));
       return all;
     }
     all[0] = mine;
     for (int r = 1; r < world_; ++r) {
-      all[size_t(r)] = receive_frame(peers_[size_t(r)], round, r, deadline, fmt::format("rank {}", r), int(timeout_.count()));
+      all[size_t(r)] =
+          receive_frame(peers_[size_t(r)], round, r, deadline, fmt::format("rank {}", r), int(timeout_.count()));
     }
     for (int r = 1; r < world_; ++r) {
       for (int s = 0; s < world_; ++s) {
@@ -262,7 +273,8 @@ class SocketBootstrap final : public Bootstrap {
   // Only while the path is still the socket this rank bound (not one a later job put there).
   void remove_own_socket() {
     struct stat st {};
-    if (bound_ && ::lstat(path_.c_str(), &st) == 0 && st.st_dev == bound_dev_ && st.st_ino == bound_ino_) ::unlink(path_.c_str());
+    if (bound_ && ::lstat(path_.c_str(), &st) == 0 && st.st_dev == bound_dev_ && st.st_ino == bound_ino_)
+      ::unlink(path_.c_str());
     bound_ = false;
   }
 
@@ -294,15 +306,16 @@ class SocketBootstrap final : public Bootstrap {
     if (cred.uid != ::geteuid()) {
       const std::string why = fmt::format("uid {} is not this job's uid {}", cred.uid, ::geteuid());
       send_frame(peer, kRefuseMagic, 0, 0, why);
-      throw Error(fmt::format("bootstrap: refused a process (pid {}, uid {}) that connected to {}: {}", cred.pid, cred.uid,
-                              path_, why));
+      throw Error(fmt::format("bootstrap: refused a process (pid {}, uid {}) that connected to {}: {}", cred.pid,
+                              cred.uid, path_, why));
     }
     Frame f{};
     if (!read_exact(peer, &f, sizeof(f), deadline) || f.magic != kHelloMagic || f.rank <= 0 || f.rank >= world_ ||
         f.size != kNonceBytes || peers_[size_t(f.rank)] >= 0) {
-      throw Error(fmt::format("bootstrap: garbage from a process (pid {}) that connected to {}: not a rank of this {}-rank "
-                              "group, or a rank that joined twice",
-                              cred.pid, path_, world_));
+      throw Error(
+          fmt::format("bootstrap: garbage from a process (pid {}) that connected to {}: not a rank of this {}-rank "
+                      "group, or a rank that joined twice",
+                      cred.pid, path_, world_));
     }
     const int rank = f.rank;
     std::string their_nonce(kNonceBytes, '\0');
@@ -311,12 +324,14 @@ class SocketBootstrap final : public Bootstrap {
     }
     const std::string my_nonce = fresh_nonce();
     send_frame(peer, kChallengeMagic, 0, 0, my_nonce + proof(secret_, "root", their_nonce, rank));
-    const std::string their_proof = receive_handshake(peer, kProofMagic, 32, deadline, fmt::format("rank {} (pid {})", rank, cred.pid));
+    const std::string their_proof =
+        receive_handshake(peer, kProofMagic, 32, deadline, fmt::format("rank {} (pid {})", rank, cred.pid));
     if (!same_proof(their_proof, proof(secret_, "rank", my_nonce, rank))) {
       send_frame(peer, kRefuseMagic, 0, 0, "wrong job secret (ARFUSE_BOOTSTRAP_SECRET)");
-      throw Error(fmt::format("bootstrap: refused rank {} (pid {}): it did not prove the job secret "
-                              "(ARFUSE_BOOTSTRAP_SECRET differs)",
-                              rank, cred.pid));
+      throw Error(
+          fmt::format("bootstrap: refused rank {} (pid {}): it did not prove the job secret "
+                      "(ARFUSE_BOOTSTRAP_SECRET differs)",
+                      rank, cred.pid));
     }
     send_frame(peer, kAcceptMagic, 0, 0, std::string());
     peers_[size_t(rank)] = peer;
@@ -353,8 +368,10 @@ class SocketBootstrap final : public Bootstrap {
     remove_own_socket();
     if (joined < world_ - 1) {
       std::string missing;
-      for (int r = 1; r < world_; ++r) if (peers_[size_t(r)] < 0) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      throw Error(fmt::format("bootstrap: rank(s) {} did not join at {} within {} ms", missing, path_, timeout_.count()));
+      for (int r = 1; r < world_; ++r)
+        if (peers_[size_t(r)] < 0) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      throw Error(
+          fmt::format("bootstrap: rank(s) {} did not join at {} within {} ms", missing, path_, timeout_.count()));
     }
   }
 
@@ -363,19 +380,22 @@ class SocketBootstrap final : public Bootstrap {
   void join(Clock::time_point deadline) {
     const ucred cred = peer_credentials(root_);
     if (cred.uid != ::geteuid()) {
-      throw Error(fmt::format("bootstrap: the process listening at {} (pid {}) runs as uid {}, not as this job's uid {}: "
-                              "refused, nothing was sent to it",
-                              path_, cred.pid, cred.uid, ::geteuid()));
+      throw Error(
+          fmt::format("bootstrap: the process listening at {} (pid {}) runs as uid {}, not as this job's uid {}: "
+                      "refused, nothing was sent to it",
+                      path_, cred.pid, cred.uid, ::geteuid()));
     }
     require_trusted_folder(path_, false);
     const std::string my_nonce = fresh_nonce();
-    if (!send_frame(root_, kHelloMagic, 0, rank_, my_nonce)) throw Error(fmt::format("bootstrap: rank {} could not greet rank 0", rank_));
+    if (!send_frame(root_, kHelloMagic, 0, rank_, my_nonce))
+      throw Error(fmt::format("bootstrap: rank {} could not greet rank 0", rank_));
     const std::string challenge = receive_handshake(root_, kChallengeMagic, kNonceBytes + 32, deadline, "rank 0");
     if (!same_proof(challenge.substr(kNonceBytes), proof(secret_, "root", my_nonce, rank_))) {
       send_frame(root_, kRefuseMagic, 0, rank_, fmt::format("rank {}: rank 0 did not prove the job secret", rank_));
-      throw Error(fmt::format("bootstrap: the process listening at {} (pid {}) did not prove the job secret "
-                              "(ARFUSE_BOOTSTRAP_SECRET differs): refused, nothing was sent to it",
-                              path_, cred.pid));
+      throw Error(
+          fmt::format("bootstrap: the process listening at {} (pid {}) did not prove the job secret "
+                      "(ARFUSE_BOOTSTRAP_SECRET differs): refused, nothing was sent to it",
+                      path_, cred.pid));
     }
     send_frame(root_, kProofMagic, 0, rank_, proof(secret_, "rank", challenge.substr(0, kNonceBytes), rank_));
     receive_handshake(root_, kAcceptMagic, 0, deadline, "rank 0");
@@ -392,7 +412,8 @@ class SocketBootstrap final : public Bootstrap {
       }
       if (fd >= 0) ::close(fd);
       if (Clock::now() >= deadline) {
-        throw Error(fmt::format("bootstrap: rank {} found no rank 0 listening at {} within {} ms", rank_, path_, timeout_.count()));
+        throw Error(fmt::format("bootstrap: rank {} found no rank 0 listening at {} within {} ms", rank_, path_,
+                                timeout_.count()));
       }
       ::usleep(2000);
     }
@@ -420,7 +441,8 @@ class SocketBootstrap final : public Bootstrap {
 }  // namespace
 
 std::unique_ptr<Bootstrap> local_socket_bootstrap(const std::string& socket_path, int rank, int world,
-                                                  std::chrono::milliseconds timeout, std::optional<std::string> secret) {
+                                                  std::chrono::milliseconds timeout,
+                                                  std::optional<std::string> secret) {
   check_bootstrap_world(rank, world);
   if (!secret) secret = settings::text("ARFUSE_BOOTSTRAP_SECRET").value_or("");
   return std::make_unique<SocketBootstrap>(socket_path, rank, world, timeout, std::move(*secret));
