@@ -225,6 +225,8 @@ std::string amd_clang_assembly(const Source& source) {
   return static_cast<const AmdClangCompiler&>(*amd_clang_compiler()).assembly(source);
 }
 
+// Not a LoadOnce (base/load_once.hpp): the compiler is re-made when ARFUSE_AMD_CLANG names
+// another clang, so the path is read on every call.
 std::shared_ptr<const Compiler> amd_clang_compiler() {
   static std::mutex mutex;
   static std::shared_ptr<const Compiler> instance;
