@@ -142,7 +142,7 @@ TEST_CASE("every ARFUSE_ variable is declared once, and read through one parser 
     CHECK(std::string(v.name).rfind("ARFUSE_", 0) == 0);
     CHECK(names.insert(v.name).second);
   }
-  CHECK(names.size() == 9);
+  CHECK(names.size() == 10);
   REQUIRE_THROWS_WITH(settings::text("ARFUSE_NOT_A_SETTING"), Contains("not a declared arfuse setting"));
   ScopedEnv compile("ARFUSE_COMPILE", "maybe");
   REQUIRE_THROWS_AS(settings::on_off("ARFUSE_COMPILE", true), ConfigError);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -19,6 +20,7 @@
 #include "bench_modes.hpp"
 #include "bench_report.hpp"
 #include "cli.hpp"
+#include "hip_over_cuda.hpp"
 
 namespace arfuse::tools {
 
@@ -53,6 +55,8 @@ options:
   --peers FILE    add rows measured elsewhere (tools/torch_bench.py --json FILE) to the table
   --tune FILE     (fused) sweep the one-/two-stage crossover for --world LIST (default 2,4,8),
                   --hidden N (6144), --tokens LIST; write the tuning JSON the Group loads
+  --backend B     the device backend: cuda, hip (a real libamdhip64), or hip-over-cuda (the HIP
+                  backend's code on an NVIDIA GPU through testing/hip_over_cuda; same kernels)
   --help          this text
 
 Each call is timed inside a CUDA graph of 16 calls; the median and the min-max over runs are
@@ -208,10 +212,30 @@ void emit(Report report, const CommandLine& cl) {
   if (cl.has("svg")) write_svg(report, cl.value("svg"));
 }
 
+bool through_adapter = false;
+
+// --backend: the device backend for this run (before any device is opened).
+void select_backend(const std::string& backend) {
+  if (backend.empty()) return;
+  if (backend == "hip-over-cuda") {
+    test::install_hip_over_cuda();
+    through_adapter = true;
+  } else if (backend == "cuda" || backend == "hip") {
+    setenv("ARFUSE_DEVICE_BACKEND", backend.c_str(), 1);
+  } else {
+    throw UsageError(fmt::format("--backend {} does not exist: use cuda, hip or hip-over-cuda", backend));
+  }
+}
+
+std::string backend_description() {
+  return std::string("the ") + Device::runtime() + " backend" + (through_adapter ? " (HIP over the CUDA driver)" : "");
+}
+
 int bench_main(int argc, char** argv) {
-  CommandLine cl(
-      argc, argv, {"call-check-cost"},
-      {"shapes", "quant", "world", "stage", "runs", "replays", "json", "svg", "peers", "tune", "hidden", "tokens"});
+  CommandLine cl(argc, argv, {"call-check-cost"},
+                 {"shapes", "quant", "world", "stage", "runs", "replays", "json", "svg", "peers", "tune", "hidden",
+                  "tokens", "backend"});
+  select_backend(cl.value("backend", ""));
   if (cl.positional().empty() || cl.positional().size() > 2) {
     throw UsageError("expected one mode: epilogue, fused, allreduce, compile or report FILE");
   }
@@ -243,8 +267,8 @@ int bench_main(int argc, char** argv) {
     return 0;
   }
   Context ctx;
-  std::printf("device: %s (%s, %d SMs)\n", ctx.device().name().c_str(), ctx.device().target().name().c_str(),
-              ctx.device().multiprocessors());
+  std::printf("device: %s (%s, %d SMs) through %s\n", ctx.device().name().c_str(), ctx.device().target().name().c_str(),
+              ctx.device().multiprocessors(), backend_description().c_str());
   Report report;
   report.mode = mode, report.device = ctx.device().name();
   report.ceiling = copy_bandwidth(ctx.device(), 5);

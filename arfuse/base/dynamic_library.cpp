@@ -2,9 +2,12 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <glob.h>
 #include <limits.h>
 #include <link.h>
 #include <stdlib.h>
+
+#include <algorithm>
 
 #include "arfuse/base/system.hpp"
 
@@ -51,6 +54,23 @@ void* DynamicLibrary::symbol(const char* name) const {
                     what_, path_, name));
   }
   return fn;
+}
+
+// The library names as the loader finds them, then the same names in every ROCm install
+// (/opt/rocm/lib, /opt/rocm-7.0.2/lib, ...), newest first: ROCm 6 and 7 are often not on the
+// loader's path.
+std::vector<std::string> with_rocm_folders(const std::vector<std::string>& names) {
+  std::vector<std::string> candidates = names;
+  glob_t found{};
+  if (::glob("/opt/rocm*/lib", 0, nullptr, &found) == 0) {
+    std::vector<std::string> folders(found.gl_pathv, found.gl_pathv + found.gl_pathc);
+    std::sort(folders.rbegin(), folders.rend());
+    for (const auto& folder : folders) {
+      for (const auto& name : names) candidates.push_back(folder + "/" + name);
+    }
+  }
+  ::globfree(&found);
+  return candidates;
 }
 
 }  // namespace arfuse

@@ -32,4 +32,9 @@ class DynamicLibrary {
   void* handle_ = nullptr;
 };
 
+// The library names as the loader finds them, then the same names in every ROCm install
+// (/opt/rocm/lib, /opt/rocm-7.0.2/lib, ...), newest first: ROCm 6 and 7 are often not on the
+// loader's path.
+std::vector<std::string> with_rocm_folders(const std::vector<std::string>& names);
+
 }  // namespace arfuse

@@ -25,6 +25,8 @@ const Variable kVariables[] = {
     {"ARFUSE_NCCL_LIBRARY", "path", "libnccl.so.2", "the NCCL library to load"},
     {"ARFUSE_AMD_CLANG", "path", ".deps/ziglang/zig (scripts/setup-deps.sh)",
      "a clang with the AMDGPU back end, or zig, for AMD targets the loaded hiprtc does not know"},
+    {"ARFUSE_DEVICE_BACKEND", "text", "auto",
+     "cuda or hip: the vendor runtime the device layer uses (auto: CUDA where it finds a GPU, else HIP)"},
     {"ARFUSE_BOOTSTRAP_SECRET", "secret", "none", "a job secret every rank of a socket rendezvous must prove"},
 };
 

@@ -1,7 +1,6 @@
 // hiprtc backend: HIP C++ -> AMD code object for gfxNNN, hiprtc (in libamdhip64 up to ROCm
 // 5.x, libhiprtc from 6.0) and the code-object manager loaded with dlopen.
 #include <fmt/format.h>
-#include <glob.h>
 
 #include <algorithm>
 #include <functional>
@@ -69,23 +68,6 @@ std::vector<std::string> comgr_isas(const DynamicLibrary& comgr) {
 }
 
 std::string file_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
-
-// The library names as the loader finds them, then the same names in every ROCm install
-// (/opt/rocm/lib, /opt/rocm-7.0.2/lib, ...), newest first: ROCm 6 and 7 are often not on the
-// loader's path. hiprtc moved out of libamdhip64 into libhiprtc in ROCm 6.
-std::vector<std::string> with_rocm_folders(const std::vector<std::string>& names) {
-  std::vector<std::string> candidates = names;
-  glob_t found{};
-  if (::glob("/opt/rocm*/lib", 0, nullptr, &found) == 0) {
-    std::vector<std::string> folders(found.gl_pathv, found.gl_pathv + found.gl_pathc);
-    std::sort(folders.rbegin(), folders.rend());
-    for (const auto& folder : folders) {
-      for (const auto& name : names) candidates.push_back(folder + "/" + name);
-    }
-  }
-  ::globfree(&found);
-  return candidates;
-}
 
 class HiprtcCompiler final : public Compiler {
  public:

@@ -1,8 +1,8 @@
 // What one vendor's GPU runtime provides, as the device layer's classes (device.hpp) use it.
 // Internal: only files of runtime/device/ include it. Handles are opaque pointers; each backend
 // casts them to its own types (CUstream, hipStream_t, ...). The CUDA driver is the first
-// backend (cuda_backend.cpp); a HIP backend implements the same interface and is picked by
-// backend() without any change above this folder.
+// backend (cuda_backend.cpp), HIP the second (hip_backend.cpp); backend() picks one for the
+// process, and nothing above this folder knows which.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +30,7 @@ struct DeviceProperties {
 class Backend {
  public:
   virtual ~Backend() = default;
+  virtual const char* name() const = 0;  // "CUDA driver", "HIP"
   virtual int device_count() const = 0;  // throws Unavailable when there is no driver
   virtual DeviceProperties properties(int ordinal) const = 0;
   // The device's primary context, retained until release_context.
@@ -40,7 +41,7 @@ class Backend {
   virtual bool can_access_peer(int ordinal, int peer_ordinal) const = 0;
   virtual void enable_peer_access(NativeContext peer_context) const = 0;  // from the current context
 
-  virtual void* allocate(std::size_t bytes) const = 0;
+  virtual void* allocate(std::size_t bytes, MemoryKind kind) const = 0;
   virtual void free(void* pointer) const noexcept = 0;
   // Synchronous with respect to the host (the copy or fill has landed when they return).
   virtual void copy_to_device(void* device, const void* host, std::size_t bytes) const = 0;
@@ -77,9 +78,14 @@ class Backend {
   virtual void close_ipc(void* pointer) const noexcept = 0;
 };
 
-// This machine's backend (CUDA today). Throws Unavailable when no GPU runtime loads.
+// The backend of this process, chosen once (backend.cpp): ARFUSE_DEVICE_BACKEND=cuda or hip,
+// or by default the CUDA driver where it finds a GPU, else HIP where it finds one. Throws
+// Unavailable (naming both) when neither has a GPU.
 const Backend& backend();
-// The CUDA driver backend (cuda_backend.cpp).
-const Backend& cuda_backend();
+// What backend() does with ARFUSE_DEVICE_BACKEND's value ("cuda", "hip", "auto"); ConfigError
+// for another, Unavailable for "auto" without a GPU.
+const Backend& select_backend(const std::string& wanted);
+const Backend& cuda_backend();  // cuda_backend.cpp
+const Backend& hip_backend();   // hip_backend.cpp
 
 }  // namespace arfuse::device

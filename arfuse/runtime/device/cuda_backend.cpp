@@ -33,6 +33,8 @@ void finish_legacy_stream() { check(driver().cuStreamSynchronize(nullptr), "cuSt
 
 class CudaBackend final : public Backend {
  public:
+  const char* name() const override { return "CUDA driver"; }
+
   int device_count() const override {
     int n = 0;
     check(driver().cuDeviceGetCount(&n), "cuDeviceGetCount");
@@ -84,7 +86,9 @@ class CudaBackend final : public Backend {
     if (r != cuda::kErrorPeerAccessAlreadyEnabled) check(r, "cuCtxEnablePeerAccess");
   }
 
-  void* allocate(std::size_t bytes) const override {
+  // Signal memory needs nothing special on NVIDIA: the kernels' system-scope acquire/release
+  // accesses keep peers' flags coherent.
+  void* allocate(std::size_t bytes, MemoryKind) const override {
     cuda::CUdeviceptr p = 0;
     check(driver().cuMemAlloc(&p, bytes), fmt::format("cuMemAlloc of {} bytes", bytes).c_str());
     return reinterpret_cast<void*>(p);
@@ -219,7 +223,5 @@ const Backend& cuda_backend() {
   static const CudaBackend instance;
   return instance;
 }
-
-const Backend& backend() { return cuda_backend(); }
 
 }  // namespace arfuse::device

@@ -4,6 +4,8 @@
 
 #include <cstddef>
 
+#include "arfuse/base/export.hpp"
+
 namespace arfuse::cuda {
 
 using CUresult = int;
@@ -88,9 +90,10 @@ struct Driver {
 
 // Loads and initialises the driver once; throws arfuse::Unavailable when there is no driver
 // or no GPU.
-const Driver& driver();
+// Exported (ARFUSE_API) for the tests' HIP-over-CUDA adapter (testing/), which the bench links.
+ARFUSE_API const Driver& driver();
 
 // Throws arfuse::DeviceError naming `call` and the driver's message when result != 0.
-void check(CUresult result, const char* call);
+ARFUSE_API void check(CUresult result, const char* call);
 
 }  // namespace arfuse::cuda

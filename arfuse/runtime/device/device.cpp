@@ -17,6 +17,8 @@ int Device::count() {
   }
 }
 
+const char* Device::runtime() { return backend().name(); }
+
 Device::Device(int ordinal) : ordinal_(ordinal) {
   const auto& b = backend();
   const int n = b.device_count();
@@ -70,10 +72,10 @@ void Device::copy_to_host(void* host, const void* device_pointer, std::size_t by
   backend().copy_to_host(host, device_pointer, bytes);
 }
 
-DeviceBuffer::DeviceBuffer(const Device& device, std::size_t bytes) : device_(&device), bytes_(bytes) {
+DeviceBuffer::DeviceBuffer(const Device& device, std::size_t bytes, MemoryKind kind) : device_(&device), bytes_(bytes) {
   if (bytes == 0) throw Error("a device buffer of 0 bytes was requested");
   device.make_current();
-  pointer_ = backend().allocate(bytes);
+  pointer_ = backend().allocate(bytes, kind);
 }
 
 DeviceBuffer::~DeviceBuffer() {

@@ -1,8 +1,8 @@
 // The device layer: one GPU, its memory, streams, events, graphs, and modules loaded from a
 // code payload, behind types that name no vendor API. Every vendor call goes through the
-// backend this machine has (runtime/device/backend.hpp): the CUDA driver today; AMD targets
-// are compile-only until the HIP backend lands. native() accessors hand out the vendor's handle
-// (a CUstream, a CUevent) for interoperation with other libraries.
+// backend of this process (runtime/device/backend.hpp): the CUDA driver or HIP
+// (ARFUSE_DEVICE_BACKEND). native() accessors hand out the vendor's handle
+// (a CUstream or hipStream_t, a CUevent or hipEvent_t) for interoperation with other libraries.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +20,11 @@ namespace arfuse {
 using NativeStream = void*;  // CUstream on NVIDIA
 using NativeEvent = void*;   // CUevent on NVIDIA
 
+// What a buffer is for: a signal block (barrier flags peers write and spin on) is allocated
+// uncached where the vendor needs that for peers' writes to be seen (AMD); ordinary memory
+// otherwise.
+enum class MemoryKind { ordinary, signal };
+
 // Holds the device's primary context from construction to destruction (a copy holds it too).
 class ARFUSE_API Device {
  public:
@@ -29,6 +34,8 @@ class ARFUSE_API Device {
   Device& operator=(const Device&) = delete;
   ~Device();
   static int count();  // 0 when there is no driver or no GPU
+  // The vendor runtime the device layer runs on in this process: "CUDA driver" or "HIP".
+  static const char* runtime();
 
   int ordinal() const { return ordinal_; }
   const std::string& name() const { return name_; }
@@ -59,7 +66,7 @@ class ARFUSE_API Device {
 class ARFUSE_API DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  DeviceBuffer(const Device& device, std::size_t bytes);
+  DeviceBuffer(const Device& device, std::size_t bytes, MemoryKind kind = MemoryKind::ordinary);
   ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& other) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;

@@ -55,7 +55,11 @@ void validate_options(const GroupOptions& o) {
 }
 
 RankBuffers::RankBuffers(int r, const Device& d, std::size_t capacity_bytes)
-    : rank(r), device(&d), signal(d, sizeof(Signal)), staging(d, capacity_bytes), gather(d, capacity_bytes) {
+    : rank(r),
+      device(&d),
+      signal(d, sizeof(Signal), MemoryKind::signal),
+      staging(d, capacity_bytes),
+      gather(d, capacity_bytes) {
   signal.fill(0);
 }
 

@@ -39,10 +39,11 @@ struct Loaded {
 };
 
 std::unique_ptr<Loaded> load_nccl() {
-  std::vector<std::string> candidates{"libnccl.so.2", "libnccl.so"};
+  // RCCL (ROCm) has NCCL's API: on a machine without NCCL it is the one that loads.
+  std::vector<std::string> candidates = with_rocm_folders({"libnccl.so.2", "libnccl.so", "librccl.so.1", "librccl.so"});
   if (const auto path = settings::text("ARFUSE_NCCL_LIBRARY")) candidates = {*path};
   auto l = std::make_unique<Loaded>();
-  l->library = std::make_unique<DynamicLibrary>("NCCL", candidates);
+  l->library = std::make_unique<DynamicLibrary>("NCCL (or RCCL)", candidates);
   l->library->bind(l->api.ncclGetVersion, "ncclGetVersion");
   l->library->bind(l->api.ncclGetErrorString, "ncclGetErrorString");
   l->library->bind(l->api.ncclGetUniqueId, "ncclGetUniqueId");
