@@ -1,0 +1,101 @@
+// arfuse._arfuse: what the Python package needs from libarfuse that runs without a GPU: the
+// version, arfuse's exceptions as Python exceptions carrying the C++ message, spec parsing,
+// the settings table, and the cache's stat and verify. (Kernel warm-up runs the arfuse-warmup
+// tool itself: python/arfuse/__init__.py.)
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include <nlohmann/json.hpp>
+
+#include "arfuse/base/error.hpp"
+#include "arfuse/base/settings.hpp"
+#include "arfuse/base/version.hpp"
+#include "arfuse/cache/disk_cache.hpp"
+#include "arfuse/jit/kernel_spec.hpp"
+
+namespace nb = nanobind;
+using namespace arfuse;
+
+namespace {
+
+// JSON text crosses as a string; python/arfuse/__init__.py turns it into dicts and lists.
+std::string parse_spec(const std::string& text) {
+  const auto spec = jit::KernelSpec::parse(text);
+  spec.validate();
+  return spec.json().dump();
+}
+
+std::string cache_stat(const std::string& dir) {
+  cache::DiskCache disk(dir.empty() ? cache::default_cache_dir() : dir);
+  int entries = 0, bad = 0, stale = 0;
+  std::uint64_t bytes = 0, temporary_bytes = 0;
+  for (const auto& info : disk.list()) {
+    ++entries, bytes += info.bytes;
+    bad += cache::DiskCache::check(info.path).ok() ? 0 : 1;
+  }
+  const auto temporaries = disk.temporaries();
+  for (const auto& t : temporaries) temporary_bytes += t.bytes, stale += cache::DiskCache::is_stale(t);
+  return nlohmann::json{{"dir", disk.dir()},
+                        {"usable", disk.readable()},
+                        {"problem", disk.problem()},
+                        {"entries", entries},
+                        {"bad", bad},
+                        {"bytes", bytes},
+                        {"temporaries", temporaries.size()},
+                        {"temporary_bytes", temporary_bytes},
+                        {"stale_temporaries", stale}}
+      .dump();
+}
+
+std::string cache_verify(const std::string& dir) {
+  cache::DiskCache disk(dir.empty() ? cache::default_cache_dir() : dir);
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& info : disk.list()) {
+    const auto checked = cache::DiskCache::check(info.path);
+    files.push_back({{"file", info.file_name},
+                     {"ok", checked.ok()},
+                     {"problem", checked.problem},
+                     {"spec", checked.ok() ? nlohmann::json::parse(checked.entry.metadata).value("spec", "") : ""}});
+  }
+  return files.dump();
+}
+
+std::string settings_table() {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& v : settings::all()) {
+    rows.push_back({{"name", v.name}, {"type", v.type}, {"default", v.default_value}, {"meaning", v.meaning}});
+  }
+  return rows.dump();
+}
+
+}  // namespace
+
+NB_MODULE(_arfuse, m) {
+  m.doc() = "arfuse's C++ core: version, exceptions, spec parsing, settings, cache stat and verify";
+  // Base first: nanobind tries the most recently registered translator first, so each
+  // subclass is matched before arfuse.Error.
+  auto error = nb::exception<Error>(m, "Error");
+  nb::exception<ConfigError>(m, "ConfigError", error);
+  nb::exception<UnsupportedTarget>(m, "UnsupportedTarget", error);
+  nb::exception<Unavailable>(m, "Unavailable", error);
+  nb::exception<CompileError>(m, "CompileError", error);
+  nb::exception<DeviceError>(m, "DeviceError", error);
+  nb::exception<PeerTimeout>(m, "PeerTimeout", error);
+  nb::exception<CallMismatch>(m, "CallMismatch", error);
+
+  m.def("version", [] { return std::string(version()); });
+  m.def("parse_spec", &parse_spec, nb::arg("text"), "The spec's fields as JSON; raises Error naming a bad field.");
+  m.def("default_cache_dir", [] { return cache::default_cache_dir(); });
+  m.def("cache_stat", &cache_stat, nb::arg("dir") = "", "Counts entries, bad entries and temporaries (JSON).");
+  m.def("cache_verify", &cache_verify, nb::arg("dir") = "", "Checks every entry (JSON list).");
+  m.def("settings", &settings_table, "Every ARFUSE_* variable: name, type, default, meaning (JSON).");
+  // Raises the exception that a C++ throw of `kind` becomes (tests of the mapping).
+  m.def("_raise", [](const std::string& kind, const std::string& message) {
+    if (kind == "ConfigError") throw ConfigError(message);
+    if (kind == "Unavailable") throw Unavailable(message);
+    if (kind == "PeerTimeout") throw PeerTimeout(message, 3);
+    if (kind == "CallMismatch") throw CallMismatch(message, 0, 1);
+    if (kind == "DeviceError") throw DeviceError(message, 700);
+    throw Error(message);
+  });
+}

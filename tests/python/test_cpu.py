@@ -1,0 +1,82 @@
+"""CPU tests of the Python package (CI): import without a GPU, exceptions, specs, settings,
+cache checks, and a warm-up through the installed tool."""
+
+import json
+import os
+
+import pytest
+
+import arfuse
+
+
+def test_import_version_and_exception_hierarchy():
+    assert arfuse.__version__.count(".") == 2
+    for name in ["ConfigError", "Unavailable", "UnsupportedTarget", "CompileError", "DeviceError", "PeerTimeout",
+                 "CallMismatch"]:
+        assert issubclass(getattr(arfuse, name), arfuse.Error)
+    assert issubclass(arfuse.Error, Exception)
+
+
+@pytest.mark.parametrize("kind", ["Error", "ConfigError", "Unavailable", "PeerTimeout", "CallMismatch", "DeviceError"])
+def test_cpp_exceptions_arrive_as_their_python_class_with_the_message(kind):
+    with pytest.raises(getattr(arfuse, kind)) as caught:
+        arfuse._arfuse._raise(kind, f"the {kind} message")
+    assert type(caught.value) is getattr(arfuse, kind)
+    assert str(caught.value) == f"the {kind} message"
+
+
+def test_specs_parse_and_bad_fields_are_named():
+    spec = arfuse.parse_spec("fused_ar/h6144/bf16/fp8_mirror/gemma/w4/s2/sm_90")
+    assert spec["module"] == "fused_ar" and spec["hidden"] == 6144 and spec["world"] == 4 and spec["stage"] == 2
+    with pytest.raises(arfuse.Error, match="hidden"):
+        arfuse.parse_spec("rmsnorm_quant/h6145/bf16/fp8/rms/sm_90")
+    with pytest.raises(arfuse.Error, match="world size 9"):
+        arfuse.parse_spec("fused_ar/h6144/bf16/fp8/rms/w9/s1/sm_90")
+
+
+def test_settings_list_every_arfuse_variable():
+    names = [s["name"] for s in arfuse.settings()]
+    assert "ARFUSE_CACHE_DIR" in names and "ARFUSE_DEVICE_BACKEND" in names
+    assert all(n.startswith("ARFUSE_") for n in names) and len(names) == len(set(names))
+
+
+def test_warmup_stores_specs_and_cache_checks_see_them(tmp_path):
+    cache = tmp_path / "cache"
+    specs = [{"module": "rmsnorm_quant", "hidden": [2048], "dtype": ["bf16"], "quant": ["none", "fp8"], "norm": ["rms"]}]
+    report = arfuse.warmup(specs=specs, targets=["sm_90"], cache_dir=cache, jobs=1)
+    text = json.dumps(report)
+    assert "rmsnorm_quant/h2048/bf16/fp8/rms/sm_90" in text
+    stat = arfuse.cache_stat(cache)
+    assert stat["usable"] and stat["entries"] == 2 and stat["bad"] == 0
+    checked = arfuse.cache_verify(cache)
+    assert sorted(c["spec"] for c in checked) == ["rmsnorm_quant/h2048/bf16/fp8/rms/sm_90",
+                                                  "rmsnorm_quant/h2048/bf16/none/rms/sm_90"]
+    # A damaged entry is reported by name, never raised.
+    victim = os.path.join(cache, checked[0]["file"])
+    with open(victim, "r+b") as f:
+        f.seek(200)
+        f.write(b"\xff\xff\xff\xff")
+    damaged = [c for c in arfuse.cache_verify(cache) if not c["ok"]]
+    assert len(damaged) == 1 and damaged[0]["problem"]
+    assert arfuse.cache_stat(cache)["bad"] == 1
+
+
+def test_warmup_refuses_bad_arguments_as_config_errors(tmp_path):
+    with pytest.raises(arfuse.ConfigError, match="jobs"):
+        arfuse.warmup(jobs=0)
+    with pytest.raises(arfuse.ConfigError, match="targets"):
+        arfuse.warmup(targets="sm_90")
+    with pytest.raises(arfuse.ConfigError):  # the tool's exit 2: a value it refuses
+        arfuse.warmup(specs=[{"module": "rmsnorm_quant", "hidden": [6145]}], targets=["sm_90"], cache_dir=tmp_path)
+    with pytest.raises(arfuse.Error) as failed:  # exit 1: a target no compiler builds
+        arfuse.warmup(specs=[{"module": "token_quant", "hidden": [2048], "dtype": ["bf16"]}], targets=["sm_71"],
+                      cache_dir=tmp_path / "c2")
+    assert failed.value.report is not None
+
+
+def test_an_untrusted_cache_folder_is_reported_not_used(tmp_path):
+    folder = tmp_path / "open"
+    folder.mkdir()
+    os.chmod(folder, 0o777)
+    stat = arfuse.cache_stat(folder)
+    assert not stat["usable"] and "writable" in stat["problem"]
