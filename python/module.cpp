@@ -47,6 +47,14 @@ std::string cache_stat(const std::string& dir) {
       .dump();
 }
 
+// The spec an entry's metadata names, or "" when the metadata is not the JSON arfuse writes
+// (an entry is checked by its checksums, not by what its metadata says).
+std::string spec_of(const cache::CacheEntry& entry) {
+  const auto meta = nlohmann::json::parse(entry.metadata, nullptr, false);
+  if (!meta.is_object() || !meta.contains("spec") || !meta["spec"].is_string()) return "";
+  return meta["spec"].get<std::string>();
+}
+
 std::string cache_verify(const std::string& dir) {
   cache::DiskCache disk(dir.empty() ? cache::default_cache_dir() : dir);
   nlohmann::json files = nlohmann::json::array();
@@ -55,7 +63,7 @@ std::string cache_verify(const std::string& dir) {
     files.push_back({{"file", info.file_name},
                      {"ok", checked.ok()},
                      {"problem", checked.problem},
-                     {"spec", checked.ok() ? nlohmann::json::parse(checked.entry.metadata).value("spec", "") : ""}});
+                     {"spec", checked.ok() ? spec_of(checked.entry) : ""}});
   }
   return files.dump();
 }
