@@ -1,7 +1,7 @@
-// arfuse._arfuse: what the Python package needs from libarfuse that runs without a GPU: the
-// version, arfuse's exceptions as Python exceptions carrying the C++ message, spec parsing,
-// the settings table, and the cache's stat and verify. (Kernel warm-up runs the arfuse-warmup
-// tool itself: python/arfuse/__init__.py.)
+// arfuse._arfuse: what the Python package needs from libarfuse: the version, arfuse's exceptions
+// as Python exceptions carrying the C++ message, spec parsing, the settings table, the cache's
+// stat and verify (all without a GPU), and the group and epilogue calls (group_binding.cpp).
+// Kernel warm-up runs the arfuse-warmup tool itself: python/arfuse/__init__.py.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
@@ -12,6 +12,8 @@
 #include "arfuse/base/version.hpp"
 #include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
+
+#include "group_binding.hpp"
 
 namespace nb = nanobind;
 using namespace arfuse;
@@ -79,7 +81,7 @@ std::string settings_table() {
 }  // namespace
 
 NB_MODULE(_arfuse, m) {
-  m.doc() = "arfuse's C++ core: version, exceptions, spec parsing, settings, cache stat and verify";
+  m.doc() = "arfuse's C++ core: exceptions, spec parsing, settings, cache stat and verify, groups, epilogue";
   // Base first: nanobind tries the most recently registered translator first, so each
   // subclass is matched before arfuse.Error.
   auto error = nb::exception<Error>(m, "Error");
@@ -88,8 +90,9 @@ NB_MODULE(_arfuse, m) {
   nb::exception<Unavailable>(m, "Unavailable", error);
   nb::exception<CompileError>(m, "CompileError", error);
   nb::exception<DeviceError>(m, "DeviceError", error);
-  nb::exception<PeerTimeout>(m, "PeerTimeout", error);
-  nb::exception<CallMismatch>(m, "CallMismatch", error);
+  auto peer_timeout = nb::exception<PeerTimeout>(m, "PeerTimeout", error);
+  auto call_mismatch = nb::exception<CallMismatch>(m, "CallMismatch", error);
+  python::bind_group(m, peer_timeout, call_mismatch);
 
   m.def("version", [] { return std::string(version()); });
   m.def("parse_spec", &parse_spec, nb::arg("text"), "The spec's fields as JSON; raises Error naming a bad field.");

@@ -3,6 +3,8 @@ cache checks, and a warm-up through the installed tool."""
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -23,6 +25,15 @@ def test_cpp_exceptions_arrive_as_their_python_class_with_the_message(kind):
         arfuse._arfuse._raise(kind, f"the {kind} message")
     assert type(caught.value) is getattr(arfuse, kind)
     assert str(caught.value) == f"the {kind} message"
+
+
+def test_peer_timeout_and_call_mismatch_carry_the_ranks():
+    with pytest.raises(arfuse.PeerTimeout) as timeout:
+        arfuse._arfuse._raise("PeerTimeout", "rank 3 did not arrive")
+    assert timeout.value.rank == 3
+    with pytest.raises(arfuse.CallMismatch) as mismatch:
+        arfuse._arfuse._raise("CallMismatch", "ranks 0 and 1 differ")
+    assert (mismatch.value.rank, mismatch.value.peer) == (0, 1)
 
 
 def test_specs_parse_and_bad_fields_are_named():
@@ -80,3 +91,18 @@ def test_an_untrusted_cache_folder_is_reported_not_used(tmp_path):
     os.chmod(folder, 0o777)
     stat = arfuse.cache_stat(folder)
     assert not stat["usable"] and "writable" in stat["problem"]
+
+
+def test_extension_module_needs_no_libfmt():
+    # A system libfmt loaded before PyTorch made `import torch` abort; the package builds fmt in.
+    dynamic = subprocess.run(["readelf", "-d", arfuse._arfuse.__file__], capture_output=True, text=True, check=True)
+    needed = [line for line in dynamic.stdout.splitlines() if "(NEEDED)" in line]
+    assert needed and not any("libfmt" in line for line in needed), needed
+
+
+def test_arfuse_imported_before_torch():
+    # The order an engine may use; it once aborted in torch's import (see pyproject.toml).
+    pytest.importorskip("torch")
+    done = subprocess.run([sys.executable, "-c", "import arfuse; import torch; import torch.nn; import arfuse.torch"],
+                          capture_output=True, text=True, cwd="/")
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -128,6 +128,7 @@ Stream::Stream(const Device& device) : device_(&device) {
 }
 
 Stream::~Stream() {
+  if (!owned_) return;
   device_->make_current_quietly();
   backend().destroy_stream(stream_);
 }

@@ -100,6 +100,9 @@ class Event;
 class ARFUSE_API Stream {
  public:
   explicit Stream(const Device& device);
+  // A stream that someone else created and destroys (PyTorch's current stream, an engine's):
+  // work goes onto it, and this object never destroys it. nullptr is the legacy default stream.
+  Stream(const Device& device, NativeStream borrowed) : device_(&device), stream_(borrowed), owned_(false) {}
   ~Stream();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -113,6 +116,7 @@ class ARFUSE_API Stream {
  private:
   const Device* device_;
   NativeStream stream_ = nullptr;
+  bool owned_ = true;
 };
 
 class ARFUSE_API Event {

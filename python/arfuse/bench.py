@@ -1,0 +1,156 @@
+"""python -m arfuse.bench: what the PyTorch ops cost over the C++ calls, on one GPU.
+
+W virtual ranks (one process drives them, each on its own stream, as arfuse-bench and
+examples/eager_host_overhead.cpp do), so the numbers compare with those tools' numbers:
+
+  host: the eager host time per call until the op returns, for the custom op
+        (torch.ops.arfuse.allreduce_rmsnorm_inplace: dispatcher, checks, output allocation)
+        and for the binding under it (arfuse._arfuse.Group.allreduce_rmsnorm with preallocated
+        outputs: nanobind + the C++ call). Batches of --calls rounds, the GPU drained between
+        batches; median of batch medians.
+  graph: the op captured into torch CUDA graphs of 16 calls per rank, replayed; device time per
+        call (median over --runs) - compare with `arfuse-bench fused` for the same shape.
+"""
+
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+
+from . import Error
+from . import torch as aft
+
+CALLS_PER_GRAPH = 16
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(prog="python -m arfuse.bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--world", type=int, default=4, help="virtual ranks on GPU 0 (default 4)")
+    p.add_argument("--shapes", default="1x6144,12x6144,512x6144,2048x8192",
+                   help="tokens x hidden, comma separated (default %(default)s)")
+    p.add_argument("--dtype", choices=["bf16", "f16"], default="bf16")
+    p.add_argument("--quant", choices=list(aft.QUANT_MODES), default="fp8")
+    p.add_argument("--calls", type=int, default=200, help="calls per host-time batch (default 200)")
+    p.add_argument("--batches", type=int, default=15, help="host-time batches (default 15)")
+    p.add_argument("--replays", type=int, default=20, help="graph replays per timed run (default 20)")
+    p.add_argument("--runs", type=int, default=7, help="timed graph runs (default 7)")
+    args = p.parse_args(argv)
+    try:
+        args.shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+        assert all(len(s) == 2 and s[0] > 0 and s[1] > 0 for s in args.shapes)
+    except (ValueError, AssertionError):
+        p.error(f"--shapes must look like 12x6144,512x6144; got {args.shapes!r}")
+    for name in ("world", "calls", "batches", "replays", "runs"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be positive")
+    return args
+
+
+class Ranks:
+    """W virtual ranks with their inputs and streams, for one shape."""
+
+    def __init__(self, comms, tokens, hidden, dtype, quant):
+        self.comms, self.quant = comms, quant
+        self.streams = [torch.cuda.Stream() for _ in comms]
+        g = torch.Generator(device="cuda").manual_seed(1)
+        make = lambda *shape: torch.randn(*shape, generator=g, device="cuda").to(dtype)  # noqa: E731
+        self.x = [make(tokens, hidden) for _ in comms]
+        self.residual = [make(tokens, hidden) for _ in comms]
+        self.weight = make(hidden)
+        for c in comms:
+            c.prepare(hidden, dtype, quant, "rms")
+
+    def op(self, r):
+        return self.comms[r].allreduce_rmsnorm_(self.x[r], self.residual[r], self.weight, 1e-6, self.quant)
+
+    def binding(self, r, outputs):
+        out, scales, mirror = outputs[r]
+        c, x = self.comms[r], self.x[r]
+        c._impl.allreduce_rmsnorm(c._local_rank, x.data_ptr(), self.residual[r].data_ptr(),
+                                  self.residual[r].data_ptr(), self.weight.data_ptr(), 1e-6, out.data_ptr(),
+                                  scales.data_ptr() if scales.numel() else 0,
+                                  mirror.data_ptr() if mirror.numel() else 0, x.shape[0], x.shape[1],
+                                  aft._DTYPE_NAMES[x.dtype], self.quant, "rms", self.streams[r].cuda_stream)
+
+    def each_rank(self, call):
+        for r, s in enumerate(self.streams):
+            with torch.cuda.stream(s):
+                call(r)
+
+
+def host_us(ranks, call, calls, batches):
+    medians = []
+    for _ in range(batches):
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            ranks.each_rank(call)
+            times.append((time.perf_counter() - start) / len(ranks.comms) * 1e6)
+        medians.append(statistics.median(times))
+    torch.cuda.synchronize()
+    ranks.comms[0].check()
+    return statistics.median(medians)
+
+
+def graph_us(ranks, replays, runs):
+    graphs = []
+    for r, s in enumerate(ranks.streams):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            for _ in range(CALLS_PER_GRAPH):
+                ranks.op(r)
+        graphs.append(g)
+    main = torch.cuda.current_stream()
+    samples = []
+    for _ in range(runs + 1):  # the first run warms up
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(main)
+        for s in ranks.streams:
+            s.wait_stream(main)
+        for _ in range(replays):
+            for g, s in zip(graphs, ranks.streams):
+                with torch.cuda.stream(s):
+                    g.replay()
+        for s in ranks.streams:
+            main.wait_stream(s)
+        stop.record(main)
+        stop.synchronize()
+        samples.append(start.elapsed_time(stop) * 1000 / (replays * CALLS_PER_GRAPH))
+    ranks.comms[0].check()
+    return statistics.median(samples[1:]), min(samples[1:]), max(samples[1:])
+
+
+def main(argv=None):
+    args = parse(sys.argv[1:] if argv is None else argv)
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[args.dtype]
+    max_tokens = max(t for t, _ in args.shapes)
+    max_hidden = max(h for _, h in args.shapes)
+    try:
+        comms = aft.local_communicators([0] * args.world, max_tokens=max_tokens, max_hidden=max_hidden,
+                                        dtype=dtype, timeout=20.0)
+    except Error as e:
+        print(f"arfuse.bench: {e}", file=sys.stderr)
+        return 1
+    print(f"device: {torch.cuda.get_device_name(0)}; W = {args.world} virtual ranks; {args.dtype}; quant {args.quant}")
+    print(f"{'tokens x hidden':>16} {'op host us':>11} {'binding us':>11} {'op graph us':>12} {'(min-max)':>15}")
+    try:
+        for tokens, hidden in args.shapes:
+            ranks = Ranks(comms, tokens, hidden, dtype, args.quant)
+            op_host = host_us(ranks, ranks.op, args.calls, args.batches)
+            outputs = [ranks.op(r) for r in range(args.world)]  # preallocated outputs for the binding
+            binding_host = host_us(ranks, lambda r: ranks.binding(r, outputs), args.calls, args.batches)
+            median, low, high = graph_us(ranks, args.replays, args.runs)
+            print(f"{tokens:>7} x {hidden:<6} {op_host:>11.2f} {binding_host:>11.2f} {median:>12.2f} "
+                  f"{f'({low:.2f}-{high:.2f})':>15}")
+    finally:
+        torch.cuda.synchronize()
+        comms[0].close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,416 @@
+"""arfuse's kernels as PyTorch custom ops, and a communicator made from a torch.distributed group.
+
+One process per GPU, as tensor-parallel engines run::
+
+    import torch, torch.distributed as dist
+    import arfuse.torch as aft
+
+    dist.init_process_group("nccl")              # or "gloo"; the group only carries set-up bytes
+    comm = aft.Communicator(max_tokens=8192, max_hidden=8192, dtype=torch.bfloat16)
+    out, scales = comm.allreduce_rmsnorm_(x, residual, weight, quant="fp8")  # residual updated
+    comm.close()                                 # collective, like the constructor
+
+The ops (``torch.ops.arfuse.*``) run on torch's current stream, have fake implementations for
+``torch.compile(fullgraph=True)``, and can be captured into CUDA graphs once they ran eagerly:
+
+    allreduce_rmsnorm(comm, input, residual, weight, eps, quant, norm)
+        -> (out, residual_out, scales, mirror)
+    allreduce_rmsnorm_inplace(comm, input, residual!, weight, eps, quant, norm)
+        -> (out, scales, mirror)                 # residual_out written over residual
+    allreduce(comm, input) -> out
+    rmsnorm_quant(input, residual, weight, eps, quant, norm)
+        -> (out, residual_out, scales, mirror)   # the epilogue alone, for a sum made elsewhere
+
+``comm`` is a communicator's ``handle``. quant is "none", "fp8" or "fp8_mirror"; norm "rms" or
+"gemma". ``out`` is T (quant none) or FP8 (``float8_e4m3fn``; ``float8_e4m3fnuz`` on gfx942),
+``scales`` fp32 [tokens] and ``mirror`` T [tokens, hidden] (the output before quantisation);
+outputs a call does not produce are empty tensors of shape [0].
+
+Every rank must make the same calls in the same order. A rank that does not arrive makes the
+others' kernels give up after ``timeout`` seconds: synchronise, then ``check()`` raises
+``arfuse.PeerTimeout`` naming it (``.rank``), and ``reset()`` (collective) makes the
+communicator usable again.
+"""
+
+import itertools
+import threading
+
+import torch
+import torch.distributed as dist
+
+from . import Error, Unavailable, _arfuse
+
+__all__ = ["Communicator", "local_communicators", "rmsnorm_quant", "QUANT_MODES", "NORM_MODES"]
+
+QUANT_MODES = ("none", "fp8", "fp8_mirror")
+NORM_MODES = ("rms", "gemma")
+_DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "f16"}
+_FP8_DTYPES = {"e4m3fn": torch.float8_e4m3fn, "e4m3fnuz": torch.float8_e4m3fnuz}
+
+# handle -> (the _arfuse.Group, local rank index, Communicator's fp8 dtype). The ops take the
+# handle (an int) because a custom op's arguments must be tensors and scalars.
+_registry = {}
+_registry_lock = threading.Lock()
+_next_handle = itertools.count(1)
+
+
+def _register(group, local, fp8_dtype):
+    with _registry_lock:
+        handle = next(_next_handle)
+        _registry[handle] = (group, local, fp8_dtype)
+    return handle
+
+
+def _lookup(handle):
+    entry = _registry.get(handle)
+    if entry is None:
+        raise Error(f"communicator {handle} is closed or was never created")
+    return entry
+
+
+def _dtype_name(dtype, what="dtype"):
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        raise Error(f"{what} is {dtype}; arfuse takes torch.bfloat16 or torch.float16")
+    return name
+
+
+def _check_mode(quant, norm):
+    if quant not in QUANT_MODES:
+        raise Error(f"quant is {quant!r}; it must be one of {', '.join(QUANT_MODES)}")
+    if norm not in NORM_MODES:
+        raise Error(f"norm is {norm!r}; it must be one of {', '.join(NORM_MODES)}")
+
+
+def _check_tensor(name, tensor, dtype=None, shape=None, device=None):
+    if not isinstance(tensor, torch.Tensor):
+        raise Error(f"{name} must be a torch.Tensor, not {type(tensor).__name__}")
+    if tensor.device.type != "cuda":
+        raise Error(f"{name} is on {tensor.device}; it must be on a GPU (device type cuda)")
+    if device is not None and tensor.device != device:
+        raise Error(f"{name} is on {tensor.device}, the other tensors on {device}; all must be on one GPU")
+    if dtype is not None and tensor.dtype != dtype:
+        raise Error(f"{name} is {tensor.dtype}; it must be {dtype} like input")
+    if shape is not None and tuple(tensor.shape) != tuple(shape):
+        raise Error(f"{name} has shape {tuple(tensor.shape)}; it must be {tuple(shape)}")
+    if not tensor.is_contiguous():
+        raise Error(f"{name} is not contiguous; pass {name}.contiguous()")
+
+
+def _check_input(input):
+    _check_tensor("input", input)
+    _dtype_name(input.dtype, "input's dtype")
+    if input.dim() != 2:
+        raise Error(f"input has shape {tuple(input.shape)}; it must be 2-D [tokens, hidden]")
+
+
+def _check_epilogue(input, residual, weight, eps, quant, norm):
+    _check_input(input)
+    _check_tensor("residual", residual, input.dtype, input.shape, input.device)
+    _check_tensor("weight", weight, input.dtype, (input.shape[1],), input.device)
+    _check_mode(quant, norm)
+    if not isinstance(eps, float) or not eps >= 0.0 or eps == float("inf"):
+        raise Error(f"eps is {eps!r}; it must be a finite float >= 0")
+
+
+def _check_limits(group, input):
+    tokens, hidden = input.shape
+    if tokens > group.max_tokens:
+        raise Error(f"input has {tokens} tokens, more than the communicator's max_tokens {group.max_tokens}")
+    if hidden > group.max_hidden:
+        raise Error(f"input has hidden size {hidden}, more than the communicator's max_hidden {group.max_hidden}")
+
+
+def _epilogue_outputs(input, quant, fp8_dtype):
+    tokens, hidden = input.shape
+    if quant == "none":
+        out = torch.empty_like(input)
+        scales = input.new_empty((0,), dtype=torch.float32)
+    else:
+        out = torch.empty((tokens, hidden), dtype=fp8_dtype, device=input.device)
+        scales = torch.empty((tokens,), dtype=torch.float32, device=input.device)
+    mirror = torch.empty_like(input) if quant == "fp8_mirror" else input.new_empty((0,))
+    return out, scales, mirror
+
+
+def _address(tensor):
+    return tensor.data_ptr() if tensor.numel() else 0
+
+
+def _stream_of(device):
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+_fp8_format_cache = {}
+
+
+def _fp8_dtype_of(device):
+    """The FP8 dtype the kernels write on `device` (asks the driver once per device)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _fp8_format_cache:
+        _fp8_format_cache[index] = _FP8_DTYPES[_arfuse.fp8_format(index)]
+    return _fp8_format_cache[index]
+
+
+def _fake_fp8_dtype(device):
+    # Tracing must not need a driver (CPU-only machines export graphs too): ask it only if present.
+    if torch.cuda.is_available():
+        return _fp8_dtype_of(device)
+    return torch.float8_e4m3fn
+
+
+def _launch_fused(handle, input, residual, residual_out, weight, eps, quant, norm, out, scales, mirror):
+    group, local, _ = _lookup(handle)
+    _check_limits(group, input)
+    tokens, hidden = input.shape
+    with torch.cuda.device(input.device):
+        group.allreduce_rmsnorm(local, _address(input), _address(residual), _address(residual_out),
+                                _address(weight), eps, _address(out), _address(scales), _address(mirror), tokens,
+                                hidden, _DTYPE_NAMES[input.dtype], quant, norm, _stream_of(input.device))
+
+
+@torch.library.custom_op("arfuse::allreduce_rmsnorm", mutates_args=())
+def _allreduce_rmsnorm(comm: int, input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                       quant: str, norm: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    _check_epilogue(input, residual, weight, eps, quant, norm)
+    out, scales, mirror = _epilogue_outputs(input, quant, _lookup(int(comm))[2])
+    residual_out = torch.empty_like(residual)
+    _launch_fused(comm, input, residual, residual_out, weight, eps, quant, norm, out, scales, mirror)
+    return out, residual_out, scales, mirror
+
+
+@_allreduce_rmsnorm.register_fake
+def _(comm, input, residual, weight, eps, quant, norm):
+    _check_epilogue(input, residual, weight, eps, quant, norm)
+    out, scales, mirror = _epilogue_outputs(input, quant, _lookup(int(comm))[2])
+    return out, torch.empty_like(residual), scales, mirror
+
+
+@torch.library.custom_op("arfuse::allreduce_rmsnorm_inplace", mutates_args=("residual",))
+def _allreduce_rmsnorm_inplace(comm: int, input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                               eps: float, quant: str, norm: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    _check_epilogue(input, residual, weight, eps, quant, norm)
+    out, scales, mirror = _epilogue_outputs(input, quant, _lookup(int(comm))[2])
+    _launch_fused(comm, input, residual, residual, weight, eps, quant, norm, out, scales, mirror)
+    return out, scales, mirror
+
+
+@_allreduce_rmsnorm_inplace.register_fake
+def _(comm, input, residual, weight, eps, quant, norm):
+    _check_epilogue(input, residual, weight, eps, quant, norm)
+    return _epilogue_outputs(input, quant, _lookup(int(comm))[2])
+
+
+@torch.library.custom_op("arfuse::allreduce", mutates_args=())
+def _allreduce(comm: int, input: torch.Tensor) -> torch.Tensor:
+    _check_input(input)
+    group, local, _ = _lookup(int(comm))
+    _check_limits(group, input)
+    out = torch.empty_like(input)
+    tokens, hidden = input.shape
+    with torch.cuda.device(input.device):
+        group.allreduce(local, _address(input), _address(out), tokens, hidden, _DTYPE_NAMES[input.dtype],
+                        _stream_of(input.device))
+    return out
+
+
+@_allreduce.register_fake
+def _(comm, input):
+    _check_input(input)
+    _lookup(int(comm))
+    return torch.empty_like(input)
+
+
+@torch.library.custom_op("arfuse::rmsnorm_quant", mutates_args=())
+def _rmsnorm_quant(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, quant: str,
+                   norm: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    _check_epilogue(input, residual, weight, eps, quant, norm)
+    out, scales, mirror = _epilogue_outputs(input, quant, _fp8_dtype_of(input.device))
+    residual_out = torch.empty_like(residual)
+    tokens, hidden = input.shape
+    index = input.device.index
+    with torch.cuda.device(input.device):
+        _arfuse.rmsnorm_quant(index, _address(input), _address(residual), _address(residual_out), _address(weight),
+                              eps, _address(out), _address(scales), _address(mirror), tokens, hidden,
+                              _DTYPE_NAMES[input.dtype], quant, norm, _stream_of(input.device))
+    return out, residual_out, scales, mirror
+
+
+@_rmsnorm_quant.register_fake
+def _(input, residual, weight, eps, quant, norm):
+    _check_epilogue(input, residual, weight, eps, quant, norm)
+    out, scales, mirror = _epilogue_outputs(input, quant, _fake_fp8_dtype(input.device))
+    return out, torch.empty_like(residual), scales, mirror
+
+
+def rmsnorm_quant(input, residual, weight, eps=1e-6, quant="none", norm="rms"):
+    """The epilogue alone (residual add + RMSNorm/Gemma + optional per-token FP8) on a tensor
+    that was all-reduced elsewhere: ``(out, residual_out, scales, mirror)``."""
+    return torch.ops.arfuse.rmsnorm_quant(input, residual, weight, float(eps), quant, norm)
+
+
+def _cuda_device(device):
+    if not torch.cuda.is_available():
+        raise Unavailable("torch sees no GPU (torch.cuda.is_available() is False); arfuse's calls need one")
+    if device is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    device = torch.device(device)
+    if device.type != "cuda":
+        raise Error(f"device is {device}; it must be a GPU (device type cuda)")
+    return device if device.index is not None else torch.device("cuda", torch.cuda.current_device())
+
+
+def _check_positive(name, value):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise Error(f"{name} is {value!r}; it must be a positive int")
+
+
+def _options(max_tokens, max_hidden, dtype, timeout, transport, check_calls, cache_dir):
+    _check_positive("max_tokens", max_tokens)
+    _check_positive("max_hidden", max_hidden)
+    dtype_name = None if dtype is None else _dtype_name(dtype)
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool):
+        raise Error(f"timeout is {timeout!r}; it must be a number of seconds")
+    return dict(max_tokens=max_tokens, max_hidden=max_hidden, dtype=dtype_name, timeout_s=float(timeout),
+                transport=transport, check_calls=bool(check_calls),
+                cache_dir="" if cache_dir is None else str(cache_dir))
+
+
+class Communicator:
+    """One rank of a tensor-parallel group whose ranks are the processes of a torch.distributed
+    group (one per GPU; ranks that share a GPU work too, time-sliced). Creating it is collective:
+    every rank of `group` calls it with the same arguments; they exchange GPU buffer handles
+    through the group (gloo or NCCL) and check that they agree.
+
+    max_tokens, max_hidden: the largest call (they size the staging buffers).
+    dtype: torch.bfloat16 or torch.float16 to fix the dtype (ranks must agree), None for both.
+    timeout: seconds a kernel waits for a peer before giving up (check() then raises).
+    transport: "auto" (arfuse's kernels where every rank reaches every other, NCCL otherwise),
+    "custom" or "nccl". check_calls: compare every rank's call before any peer row is read.
+    """
+
+    def __init__(self, group=None, *, max_tokens, max_hidden, dtype=None, timeout=5.0, device=None,
+                 transport="auto", check_calls=True, cache_dir=None):
+        if not dist.is_available() or not dist.is_initialized():
+            raise Error("torch.distributed is not initialised: call torch.distributed.init_process_group first")
+        group = group if group is not None else dist.group.WORLD
+        rank, world = dist.get_rank(group), dist.get_world_size(group)
+        if rank < 0:
+            raise Error("this process is not a member of the process group passed as `group`")
+        device = _cuda_device(device)
+        options = _options(max_tokens, max_hidden, dtype, timeout, transport, check_calls, cache_dir)
+
+        def allgather(mine):
+            everyone = [None] * world
+            dist.all_gather_object(everyone, mine, group=group)
+            return everyone
+
+        with torch.cuda.device(device):
+            impl = _arfuse.process_group(rank=rank, world=world, allgather=allgather, device=device.index, **options)
+        self._init(impl, 0, device)
+
+    @classmethod
+    def _local(cls, impl, local, device):
+        self = cls.__new__(cls)
+        self._init(impl, local, device)
+        return self
+
+    def _init(self, impl, local, device):
+        self._impl = impl
+        self._local_rank = local
+        self.device = device
+        self.rank = impl.rank_index(local)
+        self.world = impl.world
+        self.fp8_dtype = _FP8_DTYPES[impl.fp8_format(local)]
+        self.handle = _register(impl, local, self.fp8_dtype)
+
+    # -- calls ------------------------------------------------------------------------------
+    def allreduce_rmsnorm(self, input, residual, weight, eps=1e-6, quant="none", norm="rms"):
+        """Sum over ranks + residual add + RMSNorm/Gemma + optional FP8, as new tensors:
+        ``(out, residual_out, scales, mirror)``."""
+        return torch.ops.arfuse.allreduce_rmsnorm(self.handle, input, residual, weight, float(eps), quant, norm)
+
+    def allreduce_rmsnorm_(self, input, residual, weight, eps=1e-6, quant="none", norm="rms"):
+        """As allreduce_rmsnorm, with residual_out written over `residual` (as engines keep it):
+        ``(out, scales, mirror)``."""
+        return torch.ops.arfuse.allreduce_rmsnorm_inplace(self.handle, input, residual, weight, float(eps), quant,
+                                                          norm)
+
+    def allreduce(self, input):
+        """The sum over ranks of `input` [tokens, hidden] (fp32 in rank order, rounded once)."""
+        return torch.ops.arfuse.allreduce(self.handle, input)
+
+    def prepare(self, hidden, dtype, quant="none", norm="rms"):
+        """Loads every kernel a call of this hidden size and mode can take (compiling on a cache
+        miss). Call it on every rank before the first call of a shape, and before graph capture."""
+        _check_mode(quant, norm)
+        self._group().prepare(self._local_rank, hidden, _dtype_name(dtype), quant, norm)
+
+    # -- state ------------------------------------------------------------------------------
+    def check(self):
+        """Raises arfuse.PeerTimeout (.rank) or arfuse.CallMismatch (.rank, .peer) for what the
+        kernels recorded. Synchronise the GPU first."""
+        self._group().check()
+
+    def reset(self):
+        """Clears the signal state after a timeout; collective, no call may be in flight."""
+        self._group().reset()
+
+    def close(self):
+        """Releases the buffers; collective (the ranks meet so no peer still reads ours)."""
+        with _registry_lock:
+            for handle in [h for h, entry in _registry.items() if entry[0] is self._impl]:
+                del _registry[handle]
+        self._impl.close()
+
+    @property
+    def closed(self):
+        return self.handle not in _registry
+
+    @property
+    def max_tokens(self):
+        return self._group().max_tokens
+
+    @property
+    def max_hidden(self):
+        return self._group().max_hidden
+
+    def path_for(self, tokens, hidden):
+        """"one_stage", "two_stage" or "nccl": the path a call of this shape takes."""
+        return self._group().path_for(tokens, hidden)
+
+    def last_path(self):
+        return self._group().last_path(self._local_rank)
+
+    def force_stage(self, stage):
+        """1 or 2 forces the custom kernels' stage for the calls that follow; None restores the
+        tuning table's choice. Every rank must do the same."""
+        self._group().force_stage(stage)
+
+    def _group(self):
+        if self.closed:
+            raise Error(f"communicator {self.handle} is closed")
+        return self._impl
+
+    def __del__(self):
+        # Without close() the handle must not outlive the object; the group's own destructor then
+        # skips the collective (a finaliser must not wait for peers) and warns.
+        with _registry_lock:
+            _registry.pop(getattr(self, "handle", None), None)
+
+    def __repr__(self):
+        state = "closed" if self.closed else f"device {self.device}"
+        return f"arfuse.torch.Communicator(rank {self.rank} of {self.world}, {state})"
+
+
+def local_communicators(devices, *, max_tokens, max_hidden, dtype=None, timeout=5.0, transport="custom",
+                        check_calls=True, cache_dir=None):
+    """A group whose ranks this one process drives: one Communicator per entry of `devices`
+    (GPU ordinals; repeating one makes virtual ranks that share it). Each rank's calls go on
+    torch's current stream when they are made, so give each rank its own stream. For tests and
+    benchmarks; engines use Communicator. Closing one closes them all."""
+    if not devices or not all(isinstance(d, int) and not isinstance(d, bool) for d in devices):
+        raise Error(f"devices is {devices!r}; it must be a list of GPU ordinals, one per rank")
+    options = _options(max_tokens, max_hidden, dtype, timeout, transport, check_calls, cache_dir)
+    impl = _arfuse.local_group(devices=list(devices), **options)
+    return [Communicator._local(impl, local, torch.device("cuda", d)) for local, d in enumerate(devices)]

@@ -1,0 +1,305 @@
+// arfuse._arfuse.Group and rmsnorm_quant: the runtime calls python/arfuse/torch.py builds its
+// ops on. Tensors cross as device addresses (int) and streams as native handles (int: torch's
+// Stream.cuda_stream), so this file needs no torch headers and the wheel no torch at build time.
+// Arguments are checked twice: in Python (messages naming the tensor) and by the runtime here.
+#include "group_binding.hpp"
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "arfuse/base/error.hpp"
+#include "arfuse/runtime/epilogue.hpp"
+#include "arfuse/runtime/group.hpp"
+
+namespace nb = nanobind;
+
+namespace arfuse::python {
+namespace {
+
+// The engine's allgather (torch.distributed) as a Bootstrap callback. A Python exception
+// becomes an arfuse::Error, so that Group::close and reset handle a lost peer as they do for
+// the other bootstraps. After drop() the callback refuses: a group garbage-collected without
+// close() must not start a collective from a finaliser.
+struct PythonAllgather {
+  nb::object function;
+  bool dropped = false;
+
+  ~PythonAllgather() {
+    nb::gil_scoped_acquire gil;
+    function.reset();
+  }
+
+  std::vector<std::string> operator()(const std::string& mine) {
+    if (dropped)
+      throw Error(
+          "the communicator was garbage-collected without close(), so its closing barrier with the other ranks was "
+          "skipped");
+    std::string failure;
+    {
+      nb::gil_scoped_acquire gil;
+      try {
+        nb::object result = function(nb::bytes(mine.data(), mine.size()));
+        std::vector<std::string> all;
+        for (nb::handle item : result) {
+          const auto bytes = nb::cast<nb::bytes>(item);
+          all.emplace_back(bytes.c_str(), bytes.size());
+        }
+        return all;
+      } catch (nb::python_error& e) {
+        failure = e.what();
+      } catch (const nb::cast_error&) {
+        failure = "the allgather function must return a list of bytes, one per rank";
+      }
+    }
+    throw Error("the allgather through the process group failed: " + failure);
+  }
+};
+
+Transport parse_transport(const std::string& text) {
+  if (text == "auto" || text == "automatic") return Transport::automatic;
+  if (text == "custom") return Transport::custom;
+  if (text == "nccl") return Transport::nccl;
+  throw Error("transport '" + text + "' is not one of auto, custom, nccl");
+}
+
+cache::CacheOptions cache_options(const std::string& cache_dir) {
+  cache::CacheOptions options;
+  if (!cache_dir.empty()) options.dir = cache_dir;
+  return options;
+}
+
+GroupOptions base_options(int max_tokens, int max_hidden, const std::optional<std::string>& dtype, double timeout_s,
+                          const std::string& transport, bool check_calls, const std::string& cache_dir) {
+  if (!(timeout_s > 0 && timeout_s <= 3600)) {
+    throw Error("timeout must be between 0 and 3600 seconds, not " + std::to_string(timeout_s));
+  }
+  GroupOptions o;
+  o.max_tokens = max_tokens;
+  o.max_hidden = max_hidden;
+  if (dtype) o.dtype = jit::parse_dtype(*dtype);
+  o.timeout = std::chrono::milliseconds(std::int64_t(timeout_s * 1000.0));
+  o.transport = parse_transport(transport);
+  o.check_calls = check_calls;
+  o.cache = cache_options(cache_dir);
+  return o;
+}
+
+const void* address(std::uintptr_t value) { return reinterpret_cast<const void*>(value); }
+void* mutable_address(std::uintptr_t value) { return reinterpret_cast<void*>(value); }
+
+// One group, its ranks driven from Python. Every call names the local rank it is for (0 for a
+// group of one rank per process).
+class PyGroup {
+ public:
+  PyGroup(GroupOptions options, std::shared_ptr<PythonAllgather> allgather)
+      : allgather_(std::move(allgather)), group_(std::make_unique<Group>(std::move(options))) {}
+
+  ~PyGroup() {
+    if (allgather_) allgather_->dropped = true;
+  }
+
+  Group& group() {
+    if (!group_) throw Error("the communicator is closed");
+    return *group_;
+  }
+  Rank& rank(int local) {
+    if (local < 0 || local >= group().local_ranks()) {
+      throw Error("local rank " + std::to_string(local) + " is not in [0, " + std::to_string(group().local_ranks()) +
+                  ")");
+    }
+    return group().local_ranks() == 1 ? group().local_rank() : group().rank(local);
+  }
+  void close() {
+    if (!group_) return;
+    auto group = std::move(group_);
+    group->close();
+  }
+
+ private:
+  std::shared_ptr<PythonAllgather> allgather_;
+  std::unique_ptr<Group> group_;
+};
+
+std::unique_ptr<PyGroup> make_process_group(int rank, int world, nb::object allgather, int device, int max_tokens,
+                                            int max_hidden, std::optional<std::string> dtype, double timeout_s,
+                                            std::string transport, bool check_calls, std::string cache_dir) {
+  auto callback = std::make_shared<PythonAllgather>();
+  callback->function = std::move(allgather);
+  GroupOptions o = base_options(max_tokens, max_hidden, dtype, timeout_s, transport, check_calls, cache_dir);
+  o.devices = {device};
+  o.bootstrap = callback_bootstrap(rank, world, [callback](const std::string& mine) { return (*callback)(mine); });
+  return std::make_unique<PyGroup>(std::move(o), callback);
+}
+
+std::unique_ptr<PyGroup> make_local_group(std::vector<int> devices, int max_tokens, int max_hidden,
+                                          std::optional<std::string> dtype, double timeout_s, std::string transport,
+                                          bool check_calls, std::string cache_dir) {
+  GroupOptions o = base_options(max_tokens, max_hidden, dtype, timeout_s, transport, check_calls, cache_dir);
+  o.devices = std::move(devices);
+  return std::make_unique<PyGroup>(std::move(o), nullptr);
+}
+
+struct Pointers {
+  std::uintptr_t input, residual_in, residual_out, weight, out, scales, mirror;
+};
+
+RmsnormQuantArgs epilogue_args(const Pointers& p, float eps, int tokens, int hidden, const std::string& dtype,
+                               const std::string& quant, const std::string& norm) {
+  RmsnormQuantArgs a;
+  a.input = address(p.input);
+  a.residual_in = address(p.residual_in);
+  a.residual_out = mutable_address(p.residual_out);
+  a.weight = address(p.weight);
+  a.eps = eps;
+  a.out = mutable_address(p.out);
+  a.scales = static_cast<float*>(mutable_address(p.scales));
+  a.mirror = mutable_address(p.mirror);
+  a.tokens = tokens;
+  a.hidden = hidden;
+  a.dtype = jit::parse_dtype(dtype);
+  a.quant = jit::parse_quant(quant);
+  a.norm = jit::parse_norm(norm);
+  return a;
+}
+
+// The standalone epilogue needs a Context per device, made on first use and kept.
+Context& context_for(int device) {
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<Context>> contexts;
+  std::lock_guard lock(mutex);
+  auto& slot = contexts[device];
+  if (!slot) slot = std::make_unique<Context>(ContextOptions{device, {}});
+  return *slot;
+}
+
+// Python spells the paths as identifiers.
+std::string path_name(Path path) {
+  switch (path) {
+    case Path::one_stage: return "one_stage";
+    case Path::two_stage: return "two_stage";
+    case Path::nccl: return "nccl";
+  }
+  return "?";
+}
+
+const char* fp8_format_name(const Device& device) {
+  return device.target().fp8_format() == jit::Fp8Format::e4m3fnuz ? "e4m3fnuz" : "e4m3fn";
+}
+
+void bind_group_class(nb::module_& m) {
+  nb::class_<PyGroup>(m, "Group", "A group of ranks (runtime/group.hpp); python/arfuse/torch.py wraps it.")
+      .def_prop_ro("world", [](PyGroup& g) { return g.group().world(); })
+      .def_prop_ro("local_ranks", [](PyGroup& g) { return g.group().local_ranks(); })
+      .def_prop_ro("max_tokens", [](PyGroup& g) { return g.group().max_tokens(); })
+      .def_prop_ro("max_hidden", [](PyGroup& g) { return g.group().max_hidden(); })
+      .def_prop_ro("has_nccl", [](PyGroup& g) { return g.group().has_nccl(); })
+      .def_prop_ro("custom_path_available", [](PyGroup& g) { return g.group().custom_path_available(); })
+      .def_prop_ro("custom_path_failure", [](PyGroup& g) { return g.group().custom_path_failure(); })
+      .def("rank_index", [](PyGroup& g, int local) { return g.rank(local).index(); })
+      .def("device_ordinal", [](PyGroup& g, int local) { return g.rank(local).device().ordinal(); })
+      .def("fp8_format", [](PyGroup& g, int local) { return fp8_format_name(g.rank(local).device()); })
+      .def("input_buffer",
+           [](PyGroup& g, int local) { return reinterpret_cast<std::uintptr_t>(g.rank(local).input_buffer()); })
+      .def("path_for", [](PyGroup& g, int tokens, int hidden) { return path_name(g.group().path_for(tokens, hidden)); })
+      .def("last_path",
+           [](PyGroup& g, int local) -> std::optional<std::string> {
+             const auto path = g.rank(local).last_path();
+             if (!path) return std::nullopt;
+             return path_name(*path);
+           })
+      .def("stage_for", [](PyGroup& g, int tokens, int hidden) { return g.group().stage_for(tokens, hidden); })
+      .def("force_stage", [](PyGroup& g, std::optional<int> stage) { g.group().force_stage(stage); })
+      .def("prepare",
+           [](PyGroup& g, int local, int hidden, const std::string& dtype, const std::string& quant,
+              const std::string& norm) {
+             g.rank(local).prepare(hidden, jit::parse_dtype(dtype), jit::parse_quant(quant), jit::parse_norm(norm));
+           })
+      .def("allreduce_rmsnorm",
+           [](PyGroup& g, int local, std::uintptr_t input, std::uintptr_t residual_in, std::uintptr_t residual_out,
+              std::uintptr_t weight, float eps, std::uintptr_t out, std::uintptr_t scales, std::uintptr_t mirror,
+              int tokens, int hidden, const std::string& dtype, const std::string& quant, const std::string& norm,
+              std::uintptr_t stream) {
+             Rank& rank = g.rank(local);
+             AllreduceRmsnormArgs args;
+             static_cast<RmsnormQuantArgs&>(args) =
+                 epilogue_args({input, residual_in, residual_out, weight, out, scales, mirror}, eps, tokens, hidden,
+                               dtype, quant, norm);
+             rank.allreduce_rmsnorm(args, Stream(rank.device(), mutable_address(stream)));
+           })
+      .def("allreduce",
+           [](PyGroup& g, int local, std::uintptr_t input, std::uintptr_t out, int tokens, int hidden,
+              const std::string& dtype, std::uintptr_t stream) {
+             Rank& rank = g.rank(local);
+             AllreduceArgs args;
+             args.input = address(input);
+             args.out = mutable_address(out);
+             args.tokens = tokens;
+             args.hidden = hidden;
+             args.dtype = jit::parse_dtype(dtype);
+             rank.allreduce(args, Stream(rank.device(), mutable_address(stream)));
+           })
+      .def("check", [](PyGroup& g) { g.group().check(); })
+      .def("set_check_calls", [](PyGroup& g, bool on) { g.group().set_check_calls(on); })
+      .def("reset", [](PyGroup& g) { g.group().reset(); })
+      .def("close", &PyGroup::close);
+}
+
+// PeerTimeout and CallMismatch as Python exceptions that also carry the ranks (.rank, .peer).
+void bind_rank_attributes(nb::handle peer_timeout, nb::handle call_mismatch) {
+  static nb::handle timeout_type = peer_timeout, mismatch_type = call_mismatch;
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const PeerTimeout& e) {
+      nb::object error = timeout_type(e.what());
+      error.attr("rank") = e.rank();
+      PyErr_SetObject(timeout_type.ptr(), error.ptr());
+    } catch (const CallMismatch& e) {
+      nb::object error = mismatch_type(e.what());
+      error.attr("rank") = e.rank();
+      error.attr("peer") = e.peer();
+      PyErr_SetObject(mismatch_type.ptr(), error.ptr());
+    }
+  });
+}
+
+}  // namespace
+
+void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatch) {
+  bind_group_class(m);
+  bind_rank_attributes(peer_timeout, call_mismatch);
+  m.def("process_group", &make_process_group, nb::arg("rank"), nb::arg("world"), nb::arg("allgather"),
+        nb::arg("device"), nb::arg("max_tokens"), nb::arg("max_hidden"), nb::arg("dtype").none(), nb::arg("timeout_s"),
+        nb::arg("transport"), nb::arg("check_calls"), nb::arg("cache_dir"),
+        "A group with one rank in this process; the ranks meet through `allgather(bytes) -> list[bytes]`.");
+  m.def("local_group", &make_local_group, nb::arg("devices"), nb::arg("max_tokens"), nb::arg("max_hidden"),
+        nb::arg("dtype").none(), nb::arg("timeout_s"), nb::arg("transport"), nb::arg("check_calls"),
+        nb::arg("cache_dir"),
+        "A group whose ranks (one per listed device ordinal; repeats share a GPU) this process drives.");
+  m.def(
+      "rmsnorm_quant",
+      [](int device, std::uintptr_t input, std::uintptr_t residual_in, std::uintptr_t residual_out,
+         std::uintptr_t weight, float eps, std::uintptr_t out, std::uintptr_t scales, std::uintptr_t mirror, int tokens,
+         int hidden, const std::string& dtype, const std::string& quant, const std::string& norm,
+         std::uintptr_t stream) {
+        Context& ctx = context_for(device);
+        rmsnorm_quant(ctx,
+                      epilogue_args({input, residual_in, residual_out, weight, out, scales, mirror}, eps, tokens,
+                                    hidden, dtype, quant, norm),
+                      Stream(ctx.device(), mutable_address(stream)));
+      },
+      "The standalone epilogue (runtime/epilogue.hpp) on `device`'s stream `stream`.");
+  m.def(
+      "fp8_format", [](int device) { return std::string(fp8_format_name(context_for(device).device())); },
+      nb::arg("device"), "The FP8 format the kernels write on this device: e4m3fn or e4m3fnuz.");
+}
+
+}  // namespace arfuse::python

@@ -1,0 +1,147 @@
+"""arfuse.torch without a GPU: the ops' schemas, their fake implementations (the shapes and
+dtypes torch.compile traces with), argument checks with messages naming the argument, and
+tracing into a graph. Skipped where torch is not installed (CI installs arfuse without torch);
+the GPU half is test_torch_gpu.py."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import arfuse  # noqa: E402
+import arfuse.torch as aft  # noqa: E402
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU half; test_torch_gpu.py runs on GPUs")
+
+
+@pytest.fixture
+def handle():
+    # The fused ops' fakes read only the communicator's FP8 dtype, so a registry entry without a
+    # group stands in for one (making a real group needs a GPU).
+    h = aft._register(None, 0, torch.float8_e4m3fn)
+    yield h
+    aft._registry.pop(h, None)
+
+
+def tensors(tokens=5, hidden=64, dtype=torch.bfloat16):
+    x = torch.empty(tokens, hidden, dtype=dtype, device="cuda")
+    return x, torch.empty_like(x), torch.empty(hidden, dtype=dtype, device="cuda")
+
+
+def test_import_does_not_need_a_gpu_and_registers_the_ops():
+    for name in ("allreduce_rmsnorm", "allreduce_rmsnorm_inplace", "allreduce", "rmsnorm_quant"):
+        assert hasattr(torch.ops.arfuse, name)
+    schema = str(torch.ops.arfuse.allreduce_rmsnorm_inplace.default._schema)
+    assert "Tensor(a2!) residual" in schema, schema  # the in-place variant declares its mutation
+    assert "!" not in str(torch.ops.arfuse.allreduce_rmsnorm.default._schema)
+
+
+@pytest.mark.parametrize("quant", aft.QUANT_MODES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_fake_outputs(handle, quant, dtype):
+    with FakeTensorMode():
+        x, r, w = tensors(7, 128, dtype)
+        out, res, scales, mirror = torch.ops.arfuse.allreduce_rmsnorm(handle, x, r, w, 1e-6, quant, "rms")
+        assert res.shape == (7, 128) and res.dtype == dtype
+        if quant == "none":
+            assert out.dtype == dtype and scales.shape == (0,)
+        else:
+            assert out.dtype == torch.float8_e4m3fn and scales.shape == (7,) and scales.dtype == torch.float32
+        assert mirror.shape == ((7, 128) if quant == "fp8_mirror" else (0,))
+        outs = torch.ops.arfuse.allreduce_rmsnorm_inplace(handle, x, r, w, 1e-6, quant, "gemma")
+        assert [o.shape for o in outs] == [out.shape, scales.shape, mirror.shape]
+        assert torch.ops.arfuse.allreduce(handle, x).shape == (7, 128)
+        standalone = torch.ops.arfuse.rmsnorm_quant(x, r, w, 1e-6, quant, "rms")
+        assert [o.shape for o in standalone] == [out.shape, res.shape, scales.shape, mirror.shape]
+
+
+def bad_calls():
+    """(what is wrong, a function of (handle, x, r, w) that makes the call, the words the message must hold)."""
+    op = torch.ops.arfuse.allreduce_rmsnorm
+    return [
+        ("weight shape", lambda h, x, r, w: op(h, x, r, w[:32], 1e-6, "none", "rms"), "weight has shape (32,)"),
+        ("residual dtype", lambda h, x, r, w: op(h, x, r.half(), w, 1e-6, "none", "rms"), "residual is torch.float16"),
+        ("residual shape", lambda h, x, r, w: op(h, x, r[:2], w, 1e-6, "none", "rms"), "residual has shape (2, 64)"),
+        ("strided input", lambda h, x, r, w: op(h, x.t(), r, w, 1e-6, "none", "rms"), "input is not contiguous"),
+        ("non-contiguous", lambda h, x, r, w: op(h, x, r, torch.empty(128, dtype=w.dtype, device="cuda")[::2], 1e-6,
+                                                 "none", "rms"), "weight is not contiguous"),
+        ("3-D input", lambda h, x, r, w: op(h, x[None], r, w, 1e-6, "none", "rms"), "must be 2-D"),
+        ("fp32 input", lambda h, x, r, w: op(h, x.float(), r, w, 1e-6, "none", "rms"), "torch.bfloat16 or torch.float16"),
+        ("quant", lambda h, x, r, w: op(h, x, r, w, 1e-6, "int8", "rms"), "quant is 'int8'"),
+        ("norm", lambda h, x, r, w: op(h, x, r, w, 1e-6, "none", "layer"), "norm is 'layer'"),
+        ("eps", lambda h, x, r, w: op(h, x, r, w, -1.0, "none", "rms"), "eps is -1.0"),
+        ("closed handle", lambda h, x, r, w: op(h + 1000, x, r, w, 1e-6, "none", "rms"), "is closed or was never"),
+        ("plain all-reduce", lambda h, x, r, w: torch.ops.arfuse.allreduce(h, x[0]), "must be 2-D"),
+    ]
+
+
+@pytest.mark.parametrize("case", bad_calls(), ids=lambda c: c[0])
+def test_bad_arguments_name_the_argument(handle, case):
+    _, call, words = case
+    with FakeTensorMode():
+        x, r, w = tensors()
+        with pytest.raises(arfuse.Error, match=None) as raised:
+            call(handle, x, r, w)
+    assert words in str(raised.value), str(raised.value)
+
+
+def test_real_call_on_cpu_tensors_is_refused_before_any_launch():
+    x = torch.zeros(2, 64, dtype=torch.bfloat16)
+    with pytest.raises(arfuse.Error, match="input is on cpu"):
+        aft.rmsnorm_quant(x, x.clone(), torch.zeros(64, dtype=torch.bfloat16))
+
+
+def test_traced_graph_calls_the_ops(handle):
+    def layer(x, r, w):
+        y = x * 2
+        out, scales, _ = torch.ops.arfuse.allreduce_rmsnorm_inplace(handle, y, r, w, 1e-5, "fp8", "rms")
+        return out, scales, r
+
+    with FakeTensorMode() as mode:
+        args = tensors(3, 256)
+    graph = make_fx(layer, tracing_mode="fake")(*args)
+    called = [str(n.target) for n in graph.graph.nodes if n.op == "call_function"]
+    assert "arfuse.allreduce_rmsnorm_inplace.default" in called, called
+    del mode
+
+
+def test_communicator_needs_torch_distributed():
+    with pytest.raises(arfuse.Error, match="init_process_group"):
+        aft.Communicator(max_tokens=16, max_hidden=64)
+
+
+def test_communicator_without_a_gpu_is_unavailable(tmp_path):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        with pytest.raises(arfuse.Unavailable, match="no GPU"):
+            aft.Communicator(max_tokens=16, max_hidden=64)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(devices=[], max_tokens=1, max_hidden=64), "list of GPU ordinals"),
+    (dict(devices=[0, 0], max_tokens=0, max_hidden=64), "max_tokens is 0"),
+    (dict(devices=[0, 0], max_tokens=8, max_hidden=True), "max_hidden is True"),
+    (dict(devices=[0, 0], max_tokens=8, max_hidden=64, dtype=torch.float32), "torch.bfloat16 or torch.float16"),
+    (dict(devices=[0, 0], max_tokens=8, max_hidden=64, timeout="5"), "timeout is '5'"),
+])
+def test_local_group_arguments(kwargs, words):
+    with pytest.raises(arfuse.Error) as raised:
+        aft.local_communicators(**kwargs)
+    assert words in str(raised.value)
+
+
+def test_local_group_bad_transport_and_timeout_are_refused_by_the_runtime():
+    with pytest.raises(arfuse.Error, match="transport 'fast'"):
+        aft.local_communicators([0, 0], max_tokens=8, max_hidden=64, transport="fast")
+    with pytest.raises(arfuse.Error, match="timeout must be between"):
+        aft.local_communicators([0, 0], max_tokens=8, max_hidden=64, timeout=-1)
+
+
+def test_local_group_without_a_gpu_is_unavailable():
+    with pytest.raises(arfuse.Unavailable):
+        aft.local_communicators([0, 0], max_tokens=8, max_hidden=64)

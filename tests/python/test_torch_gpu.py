@@ -1,0 +1,309 @@
+"""arfuse.torch on a GPU: W = 2 and 4 processes (torch.multiprocessing, gloo) sharing one GPU
+(time-sliced: correctness only), each with an arfuse.torch.Communicator.
+
+Every call is checked against (a) a reference written in torch from the numeric contract
+(../shared/design.md): the fp32 rank-order sum rounded to T, the residual exact, FP8 bytes and
+scales exact given the mirror output, the normalised output within rounding of a float64 norm
+(its reduction tree is the kernel's); (b) the other ranks' outputs, byte for byte; (c) the same
+inputs through a C++ Group of W virtual ranks in one process (local_communicators), byte for
+byte; (d) the standalone epilogue op on the reference sum, byte for byte. Then torch.compile
+(fullgraph), CUDA graph capture + replay, torch.library.opcheck, PeerTimeout and CallMismatch.
+Inputs are fresh random each run (the seed is printed in a failure)."""
+
+import datetime
+import os
+import random
+import traceback
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU"),
+]
+
+MAX_TOKENS, MAX_HIDDEN = 256, 8192
+# (tokens, hidden, dtype, norm): odd token counts, a hidden size that is not a power of two.
+SHAPES = [(1, 4096, torch.bfloat16, "rms"), (7, 2880, torch.float16, "gemma"), (129, 8192, torch.bfloat16, "gemma")]
+QUANTS = ("none", "fp8", "fp8_mirror")
+
+
+# -- the reference, in torch ------------------------------------------------------------------
+def rank_inputs(seed, world, tokens, hidden, dtype):
+    g = torch.Generator().manual_seed(seed)
+    xs = [(torch.randn(tokens, hidden, generator=g) * 2).to(dtype) for _ in range(world)]
+    residual = torch.randn(tokens, hidden, generator=g).to(dtype)
+    weight = (torch.rand(hidden, generator=g) + 0.5).to(dtype)
+    return xs, residual, weight
+
+
+def reference_sum(xs):
+    total = xs[0].float()
+    for x in xs[1:]:
+        total = total + x.float()  # fp32, strictly in rank order
+    return total.to(xs[0].dtype)
+
+
+def reference_norm(res, weight, eps, norm):
+    r = res.double()
+    inv = 1.0 / torch.sqrt((r * r).mean(dim=1, keepdim=True) + eps)
+    g = weight.double() + (1.0 if norm == "gemma" else 0.0)
+    return (r * inv * g).float()
+
+
+def reference_fp8(y, fp8_dtype):
+    amax = y.float().abs().amax(dim=1)
+    # A tensor divisor: torch divides by a Python scalar as a multiply by its reciprocal.
+    fp8_max = torch.full_like(amax, torch.finfo(fp8_dtype).max)
+    scales = torch.where(amax > 0, amax / fp8_max, torch.ones_like(amax))
+    q = (y.float() / scales[:, None]).to(fp8_dtype)
+    return q, scales
+
+
+def as_bytes(t):
+    return t.contiguous().view(torch.uint8).cpu() if t.numel() else torch.empty(0, dtype=torch.uint8)
+
+
+def assert_same_bytes(a, b, what):
+    a, b = as_bytes(a), as_bytes(b)
+    if not torch.equal(a, b):
+        differ = (a != b).nonzero()
+        raise AssertionError(f"{what}: {differ.numel()} bytes differ, first at byte {differ[0].item()}")
+
+
+# -- the workers ------------------------------------------------------------------------------
+def init(rank, world, store):
+    import torch.distributed as dist
+
+    torch.cuda.set_device(0)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
+    return dist
+
+
+def worker(rank, world, store, scenario, seed):
+    dist = init(rank, world, store)
+    import arfuse.torch as aft
+
+    # peer_timeout waits for this timeout once; the others never should.
+    timeout = 3.0 if scenario == "peer_timeout" else 20.0
+    comm = aft.Communicator(max_tokens=MAX_TOKENS, max_hidden=MAX_HIDDEN, timeout=timeout)
+    try:
+        SCENARIOS[scenario](dist, aft, comm, rank, world, seed)
+    except Exception:
+        raise AssertionError(f"rank {rank} of {world}, seed {seed}:\n{traceback.format_exc()}")
+    finally:
+        torch.cuda.synchronize()
+        comm.close()
+        dist.destroy_process_group()
+
+
+def gathered(dist, tensor):
+    everyone = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, as_bytes(tensor))
+    return everyone
+
+
+def same_on_every_rank(dist, tensor, what):
+    mine = as_bytes(tensor)
+    for r, theirs in enumerate(gathered(dist, tensor)):
+        if not torch.equal(mine, theirs):
+            raise AssertionError(f"{what}: rank {r}'s bytes differ from rank {dist.get_rank()}'s")
+
+
+def virtual_group_outputs(aft, world, xs, residual, weight, eps, quant, norm, stage):
+    """The same call through a C++ Group of `world` virtual ranks driven by this process."""
+    comms = aft.local_communicators([0] * world, max_tokens=MAX_TOKENS, max_hidden=MAX_HIDDEN, timeout=20.0)
+    try:
+        comms[0].force_stage(stage)
+        for c in comms:
+            c.prepare(xs[0].shape[1], xs[0].dtype, quant, norm)
+        streams = [torch.cuda.Stream() for _ in comms]
+        outs = []
+        for c, s, x in zip(comms, streams, xs):
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                outs.append(c.allreduce_rmsnorm(x, residual, weight, eps, quant, norm))
+        torch.cuda.synchronize()
+        comms[0].check()
+        return outs
+    finally:
+        comms[0].close()
+
+
+def numerics(dist, aft, comm, rank, world, seed):
+    eps = 1e-6
+    for case, (tokens, hidden, dtype, norm) in enumerate(SHAPES):
+        for quant in QUANTS:
+            comm.prepare(hidden, dtype, quant, norm)
+        comm.prepare(hidden, dtype, "none", "rms")
+        for stage in (1, 2):
+            comm.force_stage(stage)
+            xs, residual_cpu, weight_cpu = rank_inputs(seed + 100 * case + stage, world, tokens, hidden, dtype)
+            x = xs[rank].cuda()
+            residual, weight = residual_cpu.cuda(), weight_cpu.cuda()
+            total = reference_sum(xs).cuda()
+            res = (total.float() + residual.float()).to(dtype)
+            where = f"{tokens}x{hidden} {dtype} {norm} stage {stage}"
+
+            summed = comm.allreduce(x)
+            assert_same_bytes(summed, total, f"allreduce {where} vs the rank-order fp32 sum")
+            assert comm.last_path() == ("one_stage" if stage == 1 else "two_stage"), comm.last_path()
+
+            outputs = {}
+            for quant in QUANTS:
+                out, residual_out, scales, mirror = comm.allreduce_rmsnorm(x, residual, weight, eps, quant, norm)
+                outputs[quant] = (out, residual_out, scales, mirror)
+                what = f"{quant} {where}"
+                assert_same_bytes(residual_out, res, f"residual_out {what}")
+                if quant == "none":
+                    torch.testing.assert_close(out.float(), reference_norm(res, weight, eps, norm).to(dtype).float(),
+                                               rtol=2 ** -7, atol=1e-3)
+                if quant == "fp8_mirror":
+                    assert_same_bytes(mirror, outputs["none"][0], f"mirror vs the unquantised output, {what}")
+                    q, ref_scales = reference_fp8(mirror, comm.fp8_dtype)
+                    assert_same_bytes(scales, ref_scales, f"scales given the mirror, {what}")
+                    assert_same_bytes(out, q, f"FP8 bytes given the mirror, {what}")
+                    assert_same_bytes(out, outputs["fp8"][0], f"fp8 vs fp8_mirror output, {what}")
+                    assert_same_bytes(scales, outputs["fp8"][2], f"fp8 vs fp8_mirror scales, {what}")
+                standalone = aft.rmsnorm_quant(total, residual, weight, eps, quant, norm)
+                for name, a, b in zip(("out", "residual_out", "scales", "mirror"), standalone, outputs[quant]):
+                    assert_same_bytes(b, a, f"{name}: fused vs rmsnorm_quant of the reference sum, {what}")
+                for name, t in zip(("out", "residual_out", "scales", "mirror"), outputs[quant]):
+                    same_on_every_rank(dist, t, f"{name} {what}")
+
+            # In place, as engines call it: residual becomes residual_out.
+            inplace_residual = residual.clone()
+            out, scales, _ = comm.allreduce_rmsnorm_(x, inplace_residual, weight, eps, "fp8", norm)
+            assert_same_bytes(inplace_residual, res, f"in-place residual {where}")
+            assert_same_bytes(out, outputs["fp8"][0], f"in-place fp8 output {where}")
+
+            # The C++ Group with W virtual ranks in one process gives the same bytes.
+            dist.barrier()
+            if rank == 0:
+                for quant in QUANTS:
+                    virtual = virtual_group_outputs(aft, world, [t.cuda() for t in xs], residual, weight, eps, quant,
+                                                    norm, stage)
+                    for r, outs in enumerate(virtual):
+                        for name, a, b in zip(("out", "residual_out", "scales", "mirror"), outs, outputs[quant]):
+                            assert_same_bytes(a, b, f"{name}: virtual rank {r} vs process rank 0, {quant} {where}")
+            dist.barrier()
+    comm.force_stage(None)
+    torch.cuda.synchronize()
+    comm.check()
+
+
+def compile_and_graph(dist, aft, comm, rank, world, seed):
+    tokens, hidden, dtype = 33, 4096, torch.bfloat16
+    comm.prepare(hidden, dtype, "fp8", "rms")
+
+    def layer(x, residual, weight):
+        h = x * 0.5
+        out, scales, _ = comm.allreduce_rmsnorm_(h, residual, weight, 1e-5, "fp8", "rms")
+        return out, scales, comm.allreduce(h)
+
+    def data(step):
+        xs, residual, weight = rank_inputs(seed + step, world, tokens, hidden, dtype)
+        return xs[rank].cuda(), residual.cuda(), weight.cuda()
+
+    x, residual, weight = data(1)
+    eager_residual = residual.clone()
+    eager = layer(x, eager_residual, weight)
+    compiled = torch.compile(layer, fullgraph=True)
+    compiled_residual = residual.clone()
+    got = compiled(x, compiled_residual, weight)
+    for name, a, b in zip(("out", "scales", "sum"), got, eager):
+        assert_same_bytes(a, b, f"torch.compile(fullgraph) {name}")
+    assert_same_bytes(compiled_residual, eager_residual, "torch.compile(fullgraph) residual")
+
+    # CUDA graph: warm up on a side stream, capture, then replay with new data copied in.
+    static_x, static_residual, static_weight = x.clone(), residual.clone(), weight.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        layer(static_x, static_residual.clone(), static_weight)
+    torch.cuda.current_stream().wait_stream(side)
+    dist.barrier()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = layer(static_x, static_residual, static_weight)
+    dist.barrier()
+    for step in range(2, 6):
+        x, residual, weight = data(step)
+        static_x.copy_(x), static_residual.copy_(residual), static_weight.copy_(weight)
+        graph.replay()
+        expect_residual = residual.clone()
+        expect = layer(x, expect_residual, weight)
+        torch.cuda.synchronize()
+        for name, a, b in zip(("out", "scales", "sum"), static_out, expect):
+            assert_same_bytes(a, b, f"graph replay {step} {name}")
+        assert_same_bytes(static_residual, expect_residual, f"graph replay {step} residual")
+        same_on_every_rank(dist, static_out[0], f"graph replay {step} out")
+    comm.check()
+
+
+def opcheck(dist, aft, comm, rank, world, seed):
+    tokens, hidden, dtype = 5, 2048, torch.float16
+    for quant in QUANTS:
+        comm.prepare(hidden, dtype, quant, "rms")
+    xs, residual, weight = rank_inputs(seed, world, tokens, hidden, dtype)
+    x, residual, weight = xs[rank].cuda(), residual.cuda(), weight.cuda()
+    ops = torch.ops.arfuse
+    for quant in QUANTS:
+        torch.library.opcheck(ops.allreduce_rmsnorm.default, (comm.handle, x, residual, weight, 1e-6, quant, "rms"))
+        torch.library.opcheck(ops.allreduce_rmsnorm_inplace.default,
+                              (comm.handle, x, residual.clone(), weight, 1e-6, quant, "rms"))
+        torch.library.opcheck(ops.rmsnorm_quant.default, (x, residual, weight, 1e-6, quant, "rms"))
+    torch.library.opcheck(ops.allreduce.default, (comm.handle, x))
+    torch.cuda.synchronize()
+    comm.check()
+
+
+def peer_timeout(dist, aft, comm, rank, world, seed):
+    import arfuse
+
+    tokens, hidden, dtype = 4, 1024, torch.bfloat16
+    late = world - 1
+    comm.prepare(hidden, dtype)
+    xs, _, _ = rank_inputs(seed, world, tokens, hidden, dtype)
+    x = xs[rank].cuda()
+    comm.allreduce(x)
+    torch.cuda.synchronize()
+    dist.barrier()
+    if rank != late:
+        comm.allreduce(x)  # the late rank skips this call
+    torch.cuda.synchronize()
+    if rank != late:
+        with pytest.raises(arfuse.PeerTimeout) as raised:
+            comm.check()
+        assert raised.value.rank == late, (raised.value.rank, str(raised.value))
+    dist.barrier()
+    comm.reset()
+    assert_same_bytes(comm.allreduce(x), reference_sum(xs).cuda(), "the first call after reset()")
+
+    # A rank that calls with another shape: CallMismatch naming both ranks, outputs untouched.
+    y = torch.zeros(tokens, hidden // 2 if rank == late else hidden, dtype=dtype, device="cuda")
+    comm.allreduce(y)
+    torch.cuda.synchronize()
+    with pytest.raises(arfuse.CallMismatch) as mismatch:
+        comm.check()
+    assert late in (mismatch.value.rank, mismatch.value.peer), str(mismatch.value)
+    dist.barrier()
+    comm.reset()
+    assert_same_bytes(comm.allreduce(x), reference_sum(xs).cuda(), "the first call after the mismatch")
+
+
+SCENARIOS = {f.__name__: f for f in (numerics, compile_and_graph, opcheck, peer_timeout)}
+
+
+@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_processes_sharing_one_gpu(tmp_path, scenario, world):
+    import torch.multiprocessing as mp
+
+    if scenario != "numerics" and world != 2 and os.environ.get("ARFUSE_PYTEST_ALL_WORLDS") != "1":
+        pytest.skip("W = 4 runs the numerics; the other scenarios at W = 4 with ARFUSE_PYTEST_ALL_WORLDS=1")
+    seed = random.SystemRandom().randrange(1 << 30)
+    mp.spawn(worker, args=(world, str(tmp_path / "store"), scenario, seed), nprocs=world, join=True)
