@@ -62,6 +62,22 @@ class Ranks:
         self.weight = make(hidden)
         for c in comms:
             c.prepare(hidden, dtype, quant, "rms")
+        self._fill_stream_pools(tokens, hidden, dtype)
+        # One round, checked: a rank that stalls raises PeerTimeout here instead of every timed call waiting.
+        self.each_rank(self.op)
+        torch.cuda.synchronize()
+        comms[0].check()
+
+    def _fill_stream_pools(self, tokens, hidden, dtype):
+        # torch's allocator keeps memory per stream; without this, a rank's first op allocates
+        # (cudaMalloc) while the ranks launched before it wait at their barrier, which stalled
+        # a W = 4 run here until the group's timeout.
+        for s in self.streams:
+            with torch.cuda.stream(s):
+                held = [torch.empty(tokens * hidden * 4 + 4 * tokens + 1024, dtype=torch.uint8, device="cuda")
+                        for _ in range(4)]
+                held += [torch.empty(64, dtype=torch.uint8, device="cuda") for _ in range(64)]
+                del held
 
     def op(self, r):
         return self.comms[r].allreduce_rmsnorm_(self.x[r], self.residual[r], self.weight, 1e-6, self.quant)
@@ -131,7 +147,7 @@ def main(argv=None):
     max_hidden = max(h for _, h in args.shapes)
     try:
         comms = aft.local_communicators([0] * args.world, max_tokens=max_tokens, max_hidden=max_hidden,
-                                        dtype=dtype, timeout=20.0)
+                                        dtype=dtype, timeout=5.0)
     except Error as e:
         print(f"arfuse.bench: {e}", file=sys.stderr)
         return 1

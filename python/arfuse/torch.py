@@ -407,8 +407,10 @@ def local_communicators(devices, *, max_tokens, max_hidden, dtype=None, timeout=
                         check_calls=True, cache_dir=None):
     """A group whose ranks this one process drives: one Communicator per entry of `devices`
     (GPU ordinals; repeating one makes virtual ranks that share it). Each rank's calls go on
-    torch's current stream when they are made, so give each rank its own stream. For tests and
-    benchmarks; engines use Communicator. Closing one closes them all."""
+    torch's current stream when they are made, so give each rank its own stream, and let torch's
+    allocator hold memory on each stream first (python -m arfuse.bench shows how): a rank whose op
+    must cudaMalloc while the ranks launched before it wait at their barrier stalled a W = 4 run.
+    For tests and benchmarks; engines use Communicator. Closing one closes them all."""
     if not devices or not all(isinstance(d, int) and not isinstance(d, bool) for d in devices):
         raise Error(f"devices is {devices!r}; it must be a list of GPU ordinals, one per rank")
     options = _options(max_tokens, max_hidden, dtype, timeout, transport, check_calls, cache_dir)
