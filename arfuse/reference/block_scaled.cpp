@@ -1,0 +1,105 @@
+#include "arfuse/reference/block_scaled.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "arfuse/base/error.hpp"
+#include "arfuse/reference/microscaling.hpp"
+#include "arfuse/reference/numerics.hpp"
+
+namespace arfuse::reference {
+namespace {
+
+float max_keep_nan(float a, float b) { return (a != a || a > b) ? a : b; }
+
+float block_amax(const Bits16& y, std::size_t first, int count, jit::DType dtype) {
+  float amax = 0.0f;
+  for (int i = 0; i < count; ++i) amax = max_keep_nan(amax, std::fabs(widen(y[first + std::size_t(i)], dtype)));
+  return amax;
+}
+
+void check_shape(const Bits16& y, int tokens, int hidden, int block, const char* what) {
+  if (tokens < 0 || hidden <= 0 || hidden % block != 0) {
+    throw Error(std::string("reference ") + what + ": block " + std::to_string(block) + " must divide hidden " +
+                std::to_string(hidden));
+  }
+  if (y.size() != std::size_t(tokens) * std::size_t(hidden)) {
+    throw Error(std::string("reference ") + what + ": y has the wrong number of elements");
+  }
+}
+
+}  // namespace
+
+float group_scale(float amax, float fp8_max, jit::ScaleFormat format) {
+  const float scale = amax > 0.0f ? amax / fp8_max : 1.0f;
+  return format == jit::ScaleFormat::f32 ? scale : ue8m0_round_up(scale);
+}
+
+GroupQuantOutputs group_quant(const GroupQuantConfig& c, int tokens, const Bits16& y) {
+  if (!jit::valid_group_size(c.group)) {
+    throw Error("reference group_quant: group size " + std::to_string(c.group) + " is not 32, 64 or 128");
+  }
+  check_shape(y, tokens, c.hidden, c.group, "group_quant");
+  const int groups = c.hidden / c.group;
+  const float max = fp8_max(c.format);
+  GroupQuantOutputs o;
+  o.q.resize(y.size());
+  const std::size_t n_scales = std::size_t(tokens) * std::size_t(groups);
+  if (c.scale_format == jit::ScaleFormat::e8m0) {
+    o.scale_bytes.resize(n_scales);
+  } else {
+    o.scales.resize(n_scales);
+  }
+  for (int t = 0; t < tokens; ++t) {
+    for (int g = 0; g < groups; ++g) {
+      const std::size_t first = std::size_t(t) * std::size_t(c.hidden) + std::size_t(g) * std::size_t(c.group);
+      const float scale = group_scale(block_amax(y, first, c.group, c.dtype), max, c.scale_format);
+      for (int i = 0; i < c.group; ++i) {
+        o.q[first + std::size_t(i)] = float_to_fp8(widen(y[first + std::size_t(i)], c.dtype) / scale, c.format);
+      }
+      const std::size_t at = c.layout == jit::ScaleLayout::row_major
+                                 ? std::size_t(t) * std::size_t(groups) + std::size_t(g)
+                                 : std::size_t(g) * std::size_t(tokens) + std::size_t(t);
+      if (c.scale_format == jit::ScaleFormat::e8m0) {
+        o.scale_bytes[at] = e8m0_of(scale);
+      } else {
+        o.scales[at] = scale;
+      }
+    }
+  }
+  return o;
+}
+
+bool mx_shared_exponent(float amax, int& exponent) {
+  if (!std::isfinite(amax)) return false;
+  exponent = amax > 0.0f ? floor_log2(amax) - 2 : -127;  // 2: E2M1's largest exponent (6 = 1.5 * 2^2)
+  if (exponent < -127) exponent = -127;
+  if (exponent > 127) exponent = 127;
+  return true;
+}
+
+Mxfp4Outputs mxfp4_quant(int hidden, jit::DType dtype, int tokens, const Bits16& y) {
+  constexpr int kBlock = jit::kMxBlock;
+  check_shape(y, tokens, hidden, kBlock, "mxfp4_quant");
+  Mxfp4Outputs o;
+  o.packed.assign(y.size() / 2, 0);
+  o.scales.resize(std::size_t(tokens) * std::size_t(hidden / kBlock));
+  for (std::size_t b = 0; b < o.scales.size(); ++b) {
+    const std::size_t first = b * kBlock;
+    int e = 0;
+    if (!mx_shared_exponent(block_amax(y, first, kBlock, dtype), e)) {
+      o.scales[b] = kE8m0Nan;  // elements stay 0
+      continue;
+    }
+    o.scales[b] = std::uint8_t(e + 127);
+    for (int i = 0; i < kBlock; ++i) {
+      // Exact in real arithmetic; in f32 it rounds only below 2^-126, where every E2M1 code is 0.
+      const float v = std::ldexp(widen(y[first + std::size_t(i)], dtype), -e);
+      const std::uint8_t code = float_to_e2m1(v);
+      o.packed[(first + std::size_t(i)) / 2] |= std::uint8_t(i % 2 == 0 ? code : code << 4);
+    }
+  }
+  return o;
+}
+
+}  // namespace arfuse::reference
