@@ -249,6 +249,15 @@ def rmsnorm_quant(input, residual, weight, eps=1e-6, quant="none", norm="rms"):
     return torch.ops.arfuse.rmsnorm_quant(input, residual, weight, float(eps), quant, norm)
 
 
+class _DeviceMemory:
+    """Device memory arfuse owns, seen by torch.as_tensor as 16-bit elements (the CUDA array
+    interface has no bfloat16; the caller views the tensor as its dtype)."""
+
+    def __init__(self, address, shape):
+        self.__cuda_array_interface__ = {"data": (address, False), "shape": shape, "typestr": "<i2",
+                                         "version": 3, "strides": None, "stream": None}
+
+
 def _cuda_device(device):
     if not torch.cuda.is_available():
         raise Unavailable("torch sees no GPU (torch.cuda.is_available() is False); arfuse's calls need one")
@@ -339,6 +348,21 @@ class Communicator:
     def allreduce(self, input):
         """The sum over ranks of `input` [tokens, hidden] (fp32 in rank order, rounded once)."""
         return torch.ops.arfuse.allreduce(self.handle, input)
+
+    def input_buffer(self, tokens, hidden, dtype):
+        """A [tokens, hidden] tensor over this rank's staging buffer. Write the layer's partial
+        sum into it (``torch.matmul(a, b, out=buf)``) and pass it as ``input``: the call then reads
+        it where the peers read it, instead of copying it there first. Its contents belong to the
+        next call that takes it; it is valid until close() and must not be used after."""
+        _check_positive("tokens", tokens)
+        _check_positive("hidden", hidden)
+        group = self._group()
+        if tokens > group.max_tokens or hidden > group.max_hidden:
+            raise Error(f"input_buffer({tokens}, {hidden}) is larger than the communicator's max_tokens "
+                        f"{group.max_tokens} x max_hidden {group.max_hidden}")
+        _dtype_name(dtype)
+        raw = _DeviceMemory(group.input_buffer(self._local_rank), (tokens, hidden))
+        return torch.as_tensor(raw, device=self.device).view(dtype)
 
     def prepare(self, hidden, dtype, quant="none", norm="rms"):
         """Loads every kernel a call of this hidden size and mode can take (compiling on a cache

@@ -174,6 +174,14 @@ def numerics(dist, aft, comm, rank, world, seed):
                 for name, t in zip(("out", "residual_out", "scales", "mirror"), outputs[quant]):
                     same_on_every_rank(dist, t, f"{name} {what}")
 
+            # The input written into the staging buffer: read in place, the same bytes.
+            staged = comm.input_buffer(tokens, hidden, dtype)
+            staged.copy_(x)
+            out, residual_out, scales, _ = comm.allreduce_rmsnorm(staged, residual, weight, eps, "fp8", norm)
+            assert_same_bytes(out, outputs["fp8"][0], f"staged input, fp8 output {where}")
+            assert_same_bytes(scales, outputs["fp8"][2], f"staged input, scales {where}")
+            assert_same_bytes(residual_out, res, f"staged input, residual_out {where}")
+
             # In place, as engines call it: residual becomes residual_out.
             inplace_residual = residual.clone()
             out, scales, _ = comm.allreduce_rmsnorm_(x, inplace_residual, weight, eps, "fp8", norm)
