@@ -271,7 +271,12 @@ int bench_main(int argc, char** argv) {
               ctx.device().multiprocessors(), backend_description().c_str());
   Report report;
   report.mode = mode, report.device = ctx.device().name();
-  report.ceiling = copy_bandwidth(ctx.device(), 5);
+  const auto copies = copy_bandwidths(ctx.device(), 5);
+  const CopyMeasurement best = best_copy(copies);
+  report.ceiling = best.bytes_per_s;
+  report.ceiling_source = best.how + "; of";
+  for (const auto& c : copies) report.ceiling_source += fmt::format(" {} {:.2f},", c.how, c.bytes_per_s / 1e12);
+  report.ceiling_source.pop_back();
   report.launch_floor_us = empty_launch_us(ctx.device(), 5);
   report.rows = mode == "epilogue" ? bench_epilogue(ctx, cl) : mode == "fused" ? bench_fused(cl) : bench_allreduce(cl);
   emit(report, cl);

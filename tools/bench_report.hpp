@@ -13,7 +13,8 @@ namespace arfuse::tools {
 
 struct Report {
   std::string mode, device;
-  double ceiling = 0;          // bytes/s of the copy kernel, same run
+  double ceiling = 0;          // bytes/s of the fastest copy, same run
+  std::string ceiling_source;  // which copy that was, and the others' figures
   double launch_floor_us = 0;  // an empty kernel per call, same run; 0 where not measured
   std::vector<Row> rows;
 };

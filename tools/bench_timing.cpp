@@ -1,7 +1,11 @@
 #include "bench_timing.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "arfuse/jit/compiler.hpp"
 
@@ -78,26 +82,67 @@ Kernel compile_bench_kernel(const Device& device, const std::string& name, const
 
 }  // namespace
 
-double copy_bandwidth(const Device& device, int runs) {
-  Kernel kernel = compile_bench_kernel(device, "copy16", R"(
-struct alignas(16) V { unsigned int w[4]; };
-extern "C" __global__ void copy16(const V* __restrict__ in, V* __restrict__ out, long long n) {
-  const long long stride = (long long)gridDim.x * blockDim.x;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += stride) out[i] = in[i];
-})");
+namespace {
+
+// Copy kernels with more bytes in flight per thread than one 16-byte vector: U loads issued
+// before any store (coalesced: vector i + k * blockDim), optionally with the streaming cache
+// hints (evict-first loads and stores), which keep a 1 GiB stream from churning L2.
+std::string copy_kernel_source(int unroll, bool streaming) {
+  const char* load = streaming ? "__ldcs(&in[j])" : "in[j]";
+  const char* store = streaming ? "__stcs(&out[j], v[k])" : "out[j] = v[k]";
+  return fmt::format(R"(
+extern "C" __global__ void copy(const uint4* __restrict__ in, uint4* __restrict__ out, long long n) {{
+  constexpr int U = {0};
+  const long long step = (long long)gridDim.x * blockDim.x * U;
+  for (long long base = (long long)blockIdx.x * blockDim.x * U + threadIdx.x; base < n; base += step) {{
+    uint4 v[U];
+#pragma unroll
+    for (int k = 0; k < U; ++k) {{
+      const long long j = base + (long long)k * blockDim.x;
+      if (j < n) v[k] = {1};
+    }}
+#pragma unroll
+    for (int k = 0; k < U; ++k) {{
+      const long long j = base + (long long)k * blockDim.x;
+      if (j < n) {2};
+    }}
+  }}
+}})",
+                     unroll, load, store);
+}
+
+}  // namespace
+
+std::vector<CopyMeasurement> copy_bandwidths(const Device& device, int runs) {
   const std::size_t bytes = std::size_t(1) << 30;
   DeviceBuffer a(device, bytes), b(device, bytes);
   a.fill(1);
   Stream stream(device);
+  std::vector<Stream*> streams{&stream};
   const void* in = a.get();
   void* out = b.get();
   long long n = (long long)(bytes / 16);
-  void* params[] = {&in, &out, &n};
-  const unsigned grid = unsigned(device.multiprocessors() * std::max(1, kernel.max_active_blocks_per_multiprocessor()));
-  std::vector<Stream*> streams{&stream};
-  Timing t = time_graphs(
-      device, streams, [&](int, int) { kernel.launch(grid, stream, params); }, 2, runs);
-  return double(2 * bytes) / (t.median_us * 1e-6);
+  std::vector<CopyMeasurement> results;
+  for (const auto& [unroll, streaming] :
+       std::vector<std::pair<int, bool>>{{1, false}, {4, false}, {8, false}, {4, true}, {8, true}}) {
+    Kernel kernel = compile_bench_kernel(device, "copy", copy_kernel_source(unroll, streaming));
+    void* params[] = {&in, &out, &n};
+    const unsigned grid =
+        unsigned(device.multiprocessors() * std::max(1, kernel.max_active_blocks_per_multiprocessor()));
+    const Timing t = time_graphs(
+        device, streams, [&](int, int) { kernel.launch(grid, stream, params); }, 2, runs);
+    results.push_back({fmt::format("kernel 16 B x{}{}", unroll, streaming ? " streaming" : ""),
+                       double(2 * bytes) / (t.median_us * 1e-6)});
+  }
+  const Timing driver = time_graphs(
+      device, streams, [&](int, int) { stream.copy(out, in, bytes); }, 2, runs);
+  results.push_back({"driver device-to-device copy", double(2 * bytes) / (driver.median_us * 1e-6)});
+  return results;
+}
+
+CopyMeasurement best_copy(const std::vector<CopyMeasurement>& measured) {
+  return *std::max_element(measured.begin(), measured.end(),
+                           [](const auto& x, const auto& y) { return x.bytes_per_s < y.bytes_per_s; });
 }
 
 double empty_launch_us(const Device& device, int runs) {

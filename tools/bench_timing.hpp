@@ -1,8 +1,10 @@
 // Timing for arfuse-bench: per-rank CUDA graphs of 16 calls, replayed between events; the
-// median over several runs; the copy-bandwidth ceiling measured in the same process.
+// median over several runs; the copy-bandwidth ceiling (the best of several copies) measured
+// in the same process.
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "arfuse/runtime/device/device.hpp"
@@ -28,8 +30,17 @@ Timing time_graphs(const Device& device, const std::vector<Stream*>& streams, co
 std::vector<Timing> time_interleaved(const Device& device, const std::vector<Stream*>& streams,
                                      const std::vector<Recorder>& variants, int replays, int runs);
 
-// Bytes per second of a 16-byte vector copy kernel over 1 GiB (read + write counted).
-double copy_bandwidth(const Device& device, int runs);
+struct CopyMeasurement {
+  std::string how;  // "kernel 16 B x4 streaming", "driver device-to-device copy"
+  double bytes_per_s = 0;
+};
+
+// Bytes per second (read + write counted) of 1 GiB copies: 16-byte vector copy kernels with
+// 1, 4 and 8 vectors in flight per thread, plain and with streaming cache hints, and the
+// driver's device-to-device copy, each in the same graphs of 16 calls.
+std::vector<CopyMeasurement> copy_bandwidths(const Device& device, int runs);
+// The fastest of them: the ceiling every "% of ceiling" is against.
+CopyMeasurement best_copy(const std::vector<CopyMeasurement>& measured);
 
 // Microseconds per call of an empty kernel (one block of 512 threads per SM) in the same
 // graphs of 16 calls: what a call costs before it moves a byte.
