@@ -261,3 +261,38 @@ TEST_CASE("MXFP4 shared exponents at the edges", "[cpu][quant]") {
   CHECK(o.packed[0] == 0x06);  // 2^120 / 2^118 = 4, then 0
   CHECK_THROWS_AS(mxfp4_quant(48, jit::DType::bf16, 1, Bits16(48)), Error);
 }
+
+TEST_CASE("the reference epilogue's block-scaled outputs quantise its own mirror", "[cpu][quant]") {
+  // Steps 2-6 give y (the mirror); 7b / 7c of y must be what the epilogue reports, for every
+  // layout and format: the composition the kernels must reproduce.
+  std::uint64_t state = 99;
+  auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull; };
+  auto random_bits = [&](size_t n) {
+    Bits16 v(n);
+    for (auto& x : v) x = float_to_bf16(float(std::int64_t(next() >> 40) - (1ll << 23)) / float(1 << 21));
+    return v;
+  };
+  const int tokens = 5, hidden = 192;
+  const Bits16 ar = random_bits(size_t(tokens) * hidden), residual = random_bits(size_t(tokens) * hidden),
+               weight = random_bits(size_t(hidden));
+  for (ScaleFormat format : jit::all_scale_formats()) {
+    for (ScaleLayout layout : {ScaleLayout::row_major, ScaleLayout::column_major}) {
+      EpilogueConfig c;
+      c.hidden = hidden, c.quant = jit::Quant::fp8_group_mirror, c.group = 64, c.scale_format = format;
+      c.scale_layout = layout;
+      const auto e = epilogue(c, tokens, ar, residual, weight);
+      GroupQuantConfig g{hidden, 64, jit::DType::bf16, kFn, format, layout};
+      const auto direct = group_quant(g, tokens, e.mirror);
+      CHECK(e.q == direct.q);
+      CHECK(e.scales == direct.scales);
+      CHECK(e.scale_bytes == direct.scale_bytes);
+    }
+  }
+  EpilogueConfig c;
+  c.hidden = hidden, c.quant = jit::Quant::mxfp4_mirror;
+  const auto e = epilogue(c, tokens, ar, residual, weight);
+  const auto direct = mxfp4_quant(hidden, jit::DType::bf16, tokens, e.mirror);
+  CHECK(e.q == direct.packed);
+  CHECK(e.scale_bytes == direct.scales);
+  CHECK(e.q.size() == size_t(tokens) * hidden / 2);
+}

@@ -15,7 +15,7 @@ using Catch::Contains;
 
 TEST_CASE("render: self-contained program, name expression, options", "[cpu][jit]") {
   const Source src = render(KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8/gemma/sm_90"));
-  CHECK(src.name_expression == "arfuse::rmsnorm_quant_kernel<arfuse::bf16_t, 6144, 384, 2, 1, 1>");
+  CHECK(src.name_expression == "arfuse::rmsnorm_quant_kernel<arfuse::bf16_t, 6144, 384, 2, 1, 1, 0, 0>");
   CHECK(src.text.find("#include") == std::string::npos);
   REQUIRE(src.templates.size() == 6);
   CHECK(src.templates[0].name == "rmsnorm_quant.cuh");
@@ -69,6 +69,9 @@ TEST_CASE("NVRTC compiles every rmsnorm_quant and token_quant spec for sm_90", "
     for (Norm norm : all_norms()) {
       KernelSpec s;
       s.module = Module::rmsnorm_quant, s.hidden = hidden, s.dtype = dtype, s.quant = quant, s.norm = norm;
+      // Block-scaled modes: the largest group that divides hidden, the scale formats in turn.
+      s.group = hidden % 128 == 0 ? 128 : hidden % 64 == 0 ? 64 : 32;
+      s.scale = all_scale_formats()[size_t(hidden / 8 + int(norm)) % all_scale_formats().size()];
       CAPTURE(s.text());
       const CompiledCode code = nvrtc->compile(render(s));
       REQUIRE(code.payload.size() > 1000);
@@ -80,13 +83,26 @@ TEST_CASE("NVRTC compiles every rmsnorm_quant and token_quant spec for sm_90", "
   REQUIRE(nvrtc->compile(render(tq)).payload.size() > 1000);
 }
 
+TEST_CASE("NVRTC compiles the fused kernels' block-scaled modes for sm_90", "[cpu][nvrtc]") {
+  auto nvrtc = nvrtc_compiler();
+  for (const char* spec :
+       {"fused_ar/h7168/bf16/fp8_group/g128/f32/rms/w8/s1/sm_90",
+        "fused_ar/h8192/f16/fp8_group_mirror/g64/ue8m0_f32/gemma/w4/s2/sm_90",
+        "fused_ar/h2880/bf16/fp8_group/g32/e8m0/rms/w2/s1/sm_90", "fused_ar/h2880/bf16/mxfp4/rms/w4/s1/sm_90",
+        "fused_ar/h6144/f16/mxfp4_mirror/gemma/w8/s2/sm_90"}) {
+    CAPTURE(spec);
+    REQUIRE(nvrtc->compile(render(KernelSpec::parse(spec))).payload.size() > 1000);
+  }
+}
+
 TEST_CASE("hiprtc compiles a representative set for gfx90a (wave64) and gfx1030 (wave32)", "[cpu][hiprtc]") {
   auto hiprtc = hiprtc_compiler();
   INFO(hiprtc->identity());
   const std::string target = GENERATE(as<std::string>{}, "gfx90a", "gfx1030");
   for (const char* body : {"rmsnorm_quant/h2880/f16/fp8_mirror/gemma/", "rmsnorm_quant/h6144/bf16/none/rms/",
                            "token_quant/h5120/bf16/", "fused_ar/h6144/bf16/fp8/rms/w4/s1/",
-                           "fused_ar/h8192/f16/fp8_mirror/gemma/w8/s2/", "allreduce/h4096/bf16/w2/s2/"}) {
+                           "fused_ar/h8192/f16/fp8_mirror/gemma/w8/s2/", "allreduce/h4096/bf16/w2/s2/",
+                           "rmsnorm_quant/h4096/bf16/fp8_group/g64/f32/rms/", "fused_ar/h2880/f16/mxfp4/rms/w2/s1/"}) {
     const std::string spec = body + target;
     CAPTURE(spec);
     const CompiledCode code = hiprtc->compile(render(KernelSpec::parse(spec)));

@@ -99,7 +99,93 @@ void check_rmsnorm_quant(Context& ctx, const EpilogueCase& c) {
   }
 }
 
+struct BlockScaledCase {
+  int tokens, hidden;
+  DType dtype;
+  Quant quant;
+  Norm norm;
+  int group;
+  ScaleFormat scale_format;
+  ScaleLayout scale_layout;
+};
+
+// Contract steps 7b and 7c through rmsnorm_quant: fresh inputs with the special rows, poisoned
+// outputs, every output byte and scale against the reference.
+void check_block_scaled(Context& ctx, const BlockScaledCase& c) {
+  Stream stream(ctx.device());
+  auto rng = test::fresh_rng();
+  const int tokens = c.tokens, hidden = c.hidden;
+  CAPTURE(to_string(c.dtype), to_string(c.quant), to_string(c.norm), tokens, hidden, c.group, to_string(c.scale_format),
+          c.scale_layout == ScaleLayout::row_major ? "row-major" : "column-major");
+  const size_t n = size_t(tokens) * hidden;
+  Bits16 ar = test::random_tensor(rng, n, c.dtype), residual = test::random_tensor(rng, n, c.dtype);
+  Bits16 weight = test::random_tensor(rng, size_t(hidden), c.dtype, 0.5f);
+  add_special_rows(ar, tokens, hidden, c.dtype);
+  reference::EpilogueConfig config{hidden, c.dtype, c.quant, c.norm, 1e-5f, ctx.device().target()};
+  config.group = c.group, config.scale_format = c.scale_format, config.scale_layout = c.scale_layout;
+  const auto expected = reference::epilogue(config, tokens, ar, residual, weight);
+
+  const bool mx = is_mxfp4(c.quant);
+  const size_t out_bytes = mx ? n / 2 : n;
+  const size_t groups = size_t(tokens) * size_t(hidden / (mx ? kMxBlock : c.group));
+  const bool byte_scales = mx || c.scale_format == ScaleFormat::e8m0;
+  DeviceBuffer d_in(ctx.device(), n * 2), d_res(ctx.device(), n * 2), d_res_out(ctx.device(), n * 2),
+      d_weight(ctx.device(), size_t(hidden) * 2), d_out(ctx.device(), out_bytes), d_scales(ctx.device(), groups * 4),
+      d_mirror(ctx.device(), n * 2);
+  d_in.upload(ar), d_res.upload(residual), d_weight.upload(weight);
+  for (auto* b : {&d_res_out, &d_out, &d_scales, &d_mirror}) b->fill(kPoison);
+
+  RmsnormQuantArgs args;
+  args.input = d_in.get(), args.residual_in = d_res.get(), args.residual_out = d_res_out.get();
+  args.weight = d_weight.get(), args.eps = 1e-5f, args.out = d_out.get(), args.scales = d_scales.get();
+  args.mirror = d_mirror.get(), args.tokens = tokens, args.hidden = hidden;
+  args.dtype = c.dtype, args.quant = c.quant, args.norm = c.norm;
+  args.group = c.group, args.scale_format = c.scale_format, args.scale_layout = c.scale_layout;
+  rmsnorm_quant(ctx, args, stream);
+  stream.synchronize();
+
+  test::require_bits_equal(d_res_out.download<std::uint16_t>(n), expected.residual_out, "residual_out", hidden);
+  test::require_bits_equal(d_out.download<std::uint8_t>(out_bytes), expected.q, mx ? "mxfp4 out" : "fp8 out",
+                           mx ? hidden / 2 : hidden);
+  if (byte_scales) {
+    test::require_bits_equal(d_scales.download<std::uint8_t>(groups), expected.scale_bytes, "E8M0 scales",
+                             int(groups / size_t(tokens)));
+  } else {
+    test::require_scales_equal(d_scales.download<float>(groups), expected.scales, "group scales");
+  }
+  if (writes_mirror(c.quant)) {
+    test::require_bits_equal(d_mirror.download<std::uint16_t>(n), expected.mirror, "mirror", hidden);
+  }
+}
+
 }  // namespace
+
+TEST_CASE("rmsnorm_quant block-scaled modes match the reference bit for bit", "[gpu][epilogue][quant]") {
+  const DType dtype = GENERATE(DType::bf16, DType::f16);
+  const auto shape = GENERATE(std::pair<int, int>{1, 7168}, std::pair<int, int>{9, 2880}, std::pair<int, int>{33, 8192},
+                              std::pair<int, int>{513, 7168}, std::pair<int, int>{2517, 6144});
+  const Norm norm = shape.first % 2 == 1 ? Norm::gemma : Norm::rms;
+  for (Quant quant : {Quant::mxfp4, Quant::mxfp4_mirror}) {
+    check_block_scaled(gpu_context(),
+                       {shape.first, shape.second, dtype, quant, norm, 0, ScaleFormat::f32, ScaleLayout::row_major});
+  }
+  // Every group size, scale format and layout on the small shapes; two of them on the large ones
+  // (the reference model of a 2517-row call takes seconds).
+  const bool small = shape.first < 100;
+  for (Quant quant : {Quant::fp8_group, Quant::fp8_group_mirror}) {
+    for (int group : {32, 64, 128}) {
+      if (shape.second % group != 0) continue;
+      for (ScaleFormat format : all_scale_formats()) {
+        for (ScaleLayout layout : {ScaleLayout::row_major, ScaleLayout::column_major}) {
+          const bool chosen = (group == 128 && format == ScaleFormat::f32 && layout == ScaleLayout::row_major) ||
+                              (group == 64 && format == ScaleFormat::e8m0 && layout == ScaleLayout::column_major);
+          if (!small && !chosen) continue;
+          check_block_scaled(gpu_context(), {shape.first, shape.second, dtype, quant, norm, group, format, layout});
+        }
+      }
+    }
+  }
+}
 
 TEST_CASE("rmsnorm_quant matches the reference bit for bit", "[gpu][epilogue]") {
   const DType dtype = GENERATE(DType::f16, DType::bf16);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <memory>
 
 #include "arfuse/base/error.hpp"
@@ -23,6 +24,17 @@ constexpr std::uint8_t kPoison = 0xff;
 constexpr int kMaxTokens = 2517;
 constexpr int kMaxHidden = 8192;
 
+struct Case {
+  int tokens, hidden;
+  DType dtype;
+  Quant quant;
+  Norm norm;
+  int group = 128;  // fp8_group modes
+  ScaleFormat scale_format = ScaleFormat::f32;
+  ScaleLayout scale_layout = ScaleLayout::row_major;
+  bool special_rows = false;  // a zero row, a NaN, an Inf, huge values
+};
+
 struct RankBuffers {
   DeviceBuffer input, residual, residual_out, weight, out, scales, mirror;
   std::unique_ptr<Stream> stream;
@@ -40,8 +52,8 @@ struct VirtualGroup {
     for (int r = 0; r < world; ++r) {
       ranks.push_back(RankBuffers{DeviceBuffer(dev, n * 2), DeviceBuffer(dev, n * 2), DeviceBuffer(dev, n * 2),
                                   DeviceBuffer(dev, kMaxHidden * 2), DeviceBuffer(dev, n * 2),
-                                  DeviceBuffer(dev, kMaxTokens * 4), DeviceBuffer(dev, n * 2),
-                                  std::make_unique<Stream>(dev)});
+                                  DeviceBuffer(dev, std::max<size_t>(kMaxTokens * 4, n / 8)),  // fp32 per 32
+                                  DeviceBuffer(dev, n * 2), std::make_unique<Stream>(dev)});
     }
   }
   int world() const { return group->world(); }
@@ -49,6 +61,7 @@ struct VirtualGroup {
     for (auto& r : ranks) r.stream->synchronize();
     group->check();
   }
+  AllreduceRmsnormArgs args(int r, const Case& c);
   AllreduceRmsnormArgs args(int r, int tokens, int hidden, DType dtype, Quant quant, Norm norm) {
     AllreduceRmsnormArgs a;
     auto& b = ranks[size_t(r)];
@@ -66,6 +79,26 @@ struct VirtualGroup {
   std::vector<RankBuffers> ranks;
 };
 
+AllreduceRmsnormArgs VirtualGroup::args(int r, const Case& c) {
+  AllreduceRmsnormArgs a = args(r, c.tokens, c.hidden, c.dtype, c.quant, c.norm);
+  a.scales = ranks[size_t(r)].scales.get();
+  a.group = c.group, a.scale_format = c.scale_format, a.scale_layout = c.scale_layout;
+  return a;
+}
+
+// Values that break careless kernels, in the inputs of every rank (so the sums keep them).
+void add_special_rows(std::vector<Bits16>& inputs, const Case& c) {
+  if (c.tokens < 6) return;
+  const auto at = [&](int row, int column) { return size_t(row) * size_t(c.hidden) + size_t(column); };
+  for (auto& x : inputs) {
+    for (int i = 0; i < c.hidden; ++i) x[at(1, i)] = reference::narrow(0.0f, c.dtype);
+    for (int i = 0; i < c.hidden; ++i)
+      x[at(4, i)] = reference::narrow(c.dtype == DType::f16 ? 8000.0f : 1e30f, c.dtype);
+  }
+  inputs[0][at(2, 17)] = reference::narrow(std::numeric_limits<float>::quiet_NaN(), c.dtype);
+  inputs[0][at(3, 40)] = reference::narrow(std::numeric_limits<float>::infinity(), c.dtype);
+}
+
 VirtualGroup& group_of(int world) {
   static std::map<int, std::unique_ptr<VirtualGroup>> groups;
   auto& g = groups[world];
@@ -73,18 +106,12 @@ VirtualGroup& group_of(int world) {
   return *g;
 }
 
-struct Case {
-  int tokens, hidden;
-  DType dtype;
-  Quant quant;
-  Norm norm;
-};
-
 // Uploads fresh inputs (distinct per rank; residual and weight shared, as in tensor parallel).
 reference::EpilogueOutputs prepare(VirtualGroup& g, const Case& c, std::mt19937& rng) {
   const size_t n = size_t(c.tokens) * c.hidden;
   std::vector<Bits16> inputs;
   for (int r = 0; r < g.world(); ++r) inputs.push_back(test::random_tensor(rng, n, c.dtype));
+  if (c.special_rows) add_special_rows(inputs, c);
   const Bits16 residual = test::random_tensor(rng, n, c.dtype),
                weight = test::random_tensor(rng, size_t(c.hidden), c.dtype, 0.5f);
   for (int r = 0; r < g.world(); ++r) {
@@ -93,6 +120,7 @@ reference::EpilogueOutputs prepare(VirtualGroup& g, const Case& c, std::mt19937&
     g.ranks[size_t(r)].weight.upload(weight);
   }
   reference::EpilogueConfig config{c.hidden, c.dtype, c.quant, c.norm, 1e-6f, g.group->rank(0).device().target()};
+  config.group = c.group, config.scale_format = c.scale_format, config.scale_layout = c.scale_layout;
   return reference::epilogue(config, c.tokens, reference::fold(inputs, c.dtype), residual, weight);
 }
 
@@ -105,19 +133,26 @@ void require_outputs(VirtualGroup& g, const Case& c, const reference::EpilogueOu
                              c.hidden);
     if (c.quant == Quant::none) {
       test::require_bits_equal(b.out.download<std::uint16_t>(n), e.out, who + " out", c.hidden);
+    } else if (is_mxfp4(c.quant)) {
+      test::require_bits_equal(b.out.download<std::uint8_t>(n / 2), e.q, who + " mxfp4 out", c.hidden / 2);
+      test::require_bits_equal(b.scales.download<std::uint8_t>(e.scale_bytes.size()), e.scale_bytes,
+                               who + " E8M0 scales", c.hidden / kMxBlock);
     } else {
       test::require_bits_equal(b.out.download<std::uint8_t>(n), e.q, who + " fp8 out", c.hidden);
-      test::require_scales_equal(b.scales.download<float>(size_t(c.tokens)), e.scales, who);
+      if (!e.scale_bytes.empty()) {
+        test::require_bits_equal(b.scales.download<std::uint8_t>(e.scale_bytes.size()), e.scale_bytes,
+                                 who + " E8M0 scales", c.hidden / c.group);
+      } else {
+        test::require_scales_equal(b.scales.download<float>(e.scales.size()), e.scales, who);
+      }
     }
-    if (c.quant == Quant::fp8_mirror)
+    if (writes_mirror(c.quant))
       test::require_bits_equal(b.mirror.download<std::uint16_t>(n), e.mirror, who + " mirror", c.hidden);
   }
 }
 
 void run_eager(VirtualGroup& g, const Case& c) {
-  for (int r = 0; r < g.world(); ++r)
-    g.group->rank(r).allreduce_rmsnorm(g.args(r, c.tokens, c.hidden, c.dtype, c.quant, c.norm),
-                                       *g.ranks[size_t(r)].stream);
+  for (int r = 0; r < g.world(); ++r) g.group->rank(r).allreduce_rmsnorm(g.args(r, c), *g.ranks[size_t(r)].stream);
   g.sync();
 }
 
@@ -137,9 +172,7 @@ void check_case(int world, const Case& c, bool with_graph) {
     std::vector<std::unique_ptr<Graph>> graphs;
     for (int r = 0; r < world; ++r) {
       graphs.push_back(std::make_unique<Graph>(*g.ranks[size_t(r)].stream, [&] {
-        for (int i = 0; i < 16; ++i)
-          g.group->rank(r).allreduce_rmsnorm(g.args(r, c.tokens, c.hidden, c.dtype, c.quant, c.norm),
-                                             *g.ranks[size_t(r)].stream);
+        for (int i = 0; i < 16; ++i) g.group->rank(r).allreduce_rmsnorm(g.args(r, c), *g.ranks[size_t(r)].stream);
       }));
     }
     for (int replay = 0; replay < 3; ++replay) {
@@ -173,6 +206,32 @@ TEST_CASE("fused all-reduce: every shape, eager and graph", "[gpu][fused]") {
   const Quant quant = GENERATE(Quant::fp8_mirror, Quant::none);
   const DType dtype = quant == Quant::none ? DType::f16 : DType::bf16;
   check_case(world, Case{shape.first, shape.second, dtype, quant, Norm::gemma}, true);
+}
+
+TEST_CASE("fused all-reduce: block-scaled modes, every world size, both stages, eager and graph",
+          "[gpu][fused][quant]") {
+  const int world = GENERATE(2, 4, 8);
+  const auto shape =
+      GENERATE(std::pair<int, int>{7, 2880}, std::pair<int, int>{33, 7168}, std::pair<int, int>{513, 8192});
+  const DType dtype = shape.first == 33 ? DType::f16 : DType::bf16;
+  const Norm norm = shape.first == 7 ? Norm::gemma : Norm::rms;
+  const bool graph = shape.first == 33;
+  check_case(
+      world,
+      Case{shape.first, shape.second, dtype, Quant::mxfp4, norm, 0, ScaleFormat::f32, ScaleLayout::row_major, true},
+      graph);
+  check_case(world, Case{shape.first, shape.second, dtype, Quant::mxfp4_mirror, norm}, false);
+  // Group sizes, scale formats and layouts in turn (2880 takes 32 and 64; 128 does not divide it).
+  const Case groups[] = {
+      {shape.first, shape.second, dtype, Quant::fp8_group, norm, 64, ScaleFormat::f32, ScaleLayout::row_major, true},
+      {shape.first, shape.second, dtype, Quant::fp8_group_mirror, norm, 32, ScaleFormat::ue8m0_f32,
+       ScaleLayout::column_major},
+      {shape.first, shape.second, dtype, Quant::fp8_group, norm, shape.second % 128 == 0 ? 128 : 64, ScaleFormat::e8m0,
+       ScaleLayout::row_major, true}};
+  for (const Case& c : groups) {
+    CAPTURE(c.group, to_string(c.scale_format));
+    check_case(world, c, graph);
+  }
 }
 
 TEST_CASE("fused fp8 output equals token_quant of the fused mirror", "[gpu][fused][sanitize]") {

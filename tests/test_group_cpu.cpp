@@ -44,7 +44,7 @@ TEST_CASE("fused call arguments are validated with messages that name them", "[c
   a = good_args(), a.quant = jit::Quant::fp8, a.mirror = nullptr;
   REQUIRE_NOTHROW(validate_args(a, 512, 8192));
   a.scales = nullptr;
-  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("scales is null") && Contains("FP8"));
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("scales is null") && Contains("quant fp8"));
   a = good_args(), a.out = buffers[4] + 2;
   REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("out") && Contains("16-byte aligned"));
   a = good_args(), a.tokens = 0, a.input = nullptr;

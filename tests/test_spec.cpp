@@ -1,4 +1,6 @@
 // [cpu] KernelSpec validation, canonical forms and round trips; targets; block shapes.
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/error.hpp"
@@ -85,7 +87,12 @@ TEST_CASE("block shapes depend only on hidden and warp size and cover every vect
 
 TEST_CASE("spec sets expand as cartesian products and reject bad configs with their JSON path", "[cpu][spec]") {
   const std::vector<Target> sm90{Target::parse("sm_90")};
-  CHECK(default_specs(sm90).size() == 7 * 2 * 3 * 2 + 7 * 2 + 7 * 2 * 3 * 2 * 3 * 2 + 7 * 2 * 3 * 2);
+  // rmsnorm_quant: 7 hidden x 2 dtypes x (3 per-token modes) x 2 norms, plus fp8_group g128 (6 hidden:
+  // 128 does not divide 2880) and mxfp4 (all 7); token_quant; fused_ar the same x 3 worlds x 2 stages;
+  // allreduce.
+  const int epilogue_modes = 7 * 3 + 6 + 7;
+  CHECK(default_specs(sm90).size() ==
+        size_t(epilogue_modes * 2 * 2 + 7 * 2 + epilogue_modes * 2 * 2 * 3 * 2 + 7 * 2 * 3 * 2));
   auto set = parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "rmsnorm_quant", "hidden": [6144, 8192],
       "dtype": ["bf16"], "quant": ["none", "fp8"], "norm": ["rms", "gemma"]}]})"),
                             sm90);
@@ -107,4 +114,60 @@ TEST_CASE("spec sets expand as cartesian products and reject bad configs with th
                       Contains("$.spec") && Contains("unknown key"));
   REQUIRE_THROWS_WITH(parse_spec_set(nlohmann::json::parse(R"({"targets": ["sm_9x"], "specs": []})"), sm90),
                       Contains("$.targets[0]"));
+}
+
+TEST_CASE("block-scaled modes: text, JSON and packed forms carry the group size and scale format", "[cpu][spec]") {
+  const auto g = KernelSpec::parse("fused_ar/h7168/bf16/fp8_group/g128/ue8m0_f32/rms/w8/s1/sm_90");
+  CHECK(g.quant == Quant::fp8_group);
+  CHECK(g.group == 128);
+  CHECK(g.scale == ScaleFormat::ue8m0_f32);
+  CHECK(g.text() == "fused_ar/h7168/bf16/fp8_group/g128/ue8m0_f32/rms/w8/s1/sm_90");
+  CHECK(KernelSpec::from_json(g.json()) == g);
+  CHECK(g.json()["group"] == 128);
+  CHECK(g.json()["scale"] == "ue8m0_f32");
+  const auto mx = KernelSpec::parse("rmsnorm_quant/h2880/f16/mxfp4_mirror/gemma/sm_90");
+  CHECK(mx.group == 0);  // MXFP4's blocks are always 32: no field
+  CHECK(mx.text() == "rmsnorm_quant/h2880/f16/mxfp4_mirror/gemma/sm_90");
+  CHECK(KernelSpec::from_json(mx.json()) == mx);
+  // A group size or format set on a mode without groups is not part of the spec.
+  KernelSpec plain = KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8/rms/sm_90");
+  KernelSpec with_group = plain;
+  with_group.group = 64, with_group.scale = ScaleFormat::e8m0;
+  CHECK(with_group == plain);
+  CHECK(with_group.packed() == plain.packed());
+  // Every group size and scale format packs apart.
+  std::set<std::uint64_t> seen;
+  for (int group : {32, 64, 128}) {
+    for (ScaleFormat f : all_scale_formats()) {
+      KernelSpec s = g;
+      s.group = group, s.scale = f;
+      CHECK(seen.insert(s.packed()).second);
+    }
+  }
+}
+
+TEST_CASE("block-scaled modes: bad group sizes and hidden sizes are named", "[cpu][spec]") {
+  CHECK_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8_group/g48/f32/rms/sm_90"),
+                    Contains("group size 48") && Contains("32, 64 and 128"));
+  CHECK_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h2880/bf16/fp8_group/g128/f32/rms/sm_90"),
+                    Contains("group size 128 does not divide hidden size 2880"));
+  CHECK_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8_group/g128/f16/rms/sm_90"),
+                    Contains("unknown scale format 'f16'"));
+  CHECK_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8_group/rms/sm_90"), Contains("fields"));
+  CHECK_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6152/bf16/mxfp4/rms/sm_90"), Contains("divisible by 32"));
+  // Spec sets: without "quant", a block-scaled mode skips hidden sizes it cannot take; named, it refuses.
+  const std::vector<Target> sm90{Target::parse("sm_90")};
+  auto set = parse_spec_set(
+      nlohmann::json::parse(
+          R"({"specs": [{"module": "rmsnorm_quant", "hidden": [2880], "dtype": "bf16", "norm": "rms"}]})"),
+      sm90);
+  CHECK(set.specs.size() == 5);  // none, fp8, fp8_mirror, mxfp4, mxfp4_mirror: group 128 does not divide 2880
+  CHECK_THROWS_WITH(parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "rmsnorm_quant", "hidden": 2880,
+      "quant": "fp8_group"}]})"),
+                                   sm90),
+                    Contains("$.specs[0]") && Contains("does not divide"));
+  set = parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "fused_ar", "hidden": 7168, "dtype": "bf16",
+      "quant": "fp8_group", "group": [64, 128], "scale": ["f32", "e8m0"], "norm": "rms", "world": 4, "stage": 1}]})"),
+                       sm90);
+  CHECK(set.specs.size() == 4);
 }

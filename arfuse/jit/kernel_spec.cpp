@@ -47,6 +47,11 @@ int parse_prefixed_int(std::string_view part, char prefix, std::string_view what
 bool uses_quant(Module m) { return m == Module::rmsnorm_quant || m == Module::fused_ar; }
 bool uses_norm(Module m) { return m == Module::rmsnorm_quant || m == Module::fused_ar; }
 bool uses_world(Module m) { return m == Module::fused_ar || m == Module::allreduce; }
+bool is_group_fp8(Quant q) { return q == Quant::fp8_group || q == Quant::fp8_group_mirror; }
+bool is_mxfp4(Quant q) { return q == Quant::mxfp4 || q == Quant::mxfp4_mirror; }
+bool writes_mirror(Quant q) {
+  return q == Quant::fp8_mirror || q == Quant::fp8_group_mirror || q == Quant::mxfp4_mirror;
+}
 
 void KernelSpec::validate() const {
   if (hidden <= 0 || hidden % 8 != 0 || hidden > kMaxHidden) {
@@ -54,6 +59,19 @@ void KernelSpec::validate() const {
         fmt::format("hidden size {} is not supported: it must be a positive multiple of "
                     "8 and at most {}",
                     hidden, kMaxHidden));
+  }
+  const KernelSpec c = canonical();
+  if (is_group_fp8(c.quant)) {
+    if (!valid_group_size(c.group)) {
+      throw Error(
+          fmt::format("group size {} is not supported by {}: allowed are 32, 64 and 128", c.group, to_string(c.quant)));
+    }
+    if (hidden % c.group != 0) {
+      throw Error(fmt::format("group size {} does not divide hidden size {}", c.group, hidden));
+    }
+  }
+  if (is_mxfp4(c.quant) && hidden % kMxBlock != 0) {
+    throw Error(fmt::format("{} needs a hidden size divisible by {}, not {}", to_string(c.quant), kMxBlock, hidden));
   }
   if (uses_world(module)) {
     if (world < kMinWorld || world > kMaxWorld) {
@@ -69,6 +87,7 @@ void KernelSpec::validate() const {
 KernelSpec KernelSpec::canonical() const {
   KernelSpec c = *this;
   if (!uses_quant(module)) c.quant = Quant::none;
+  if (!is_group_fp8(c.quant)) c.group = 0, c.scale = ScaleFormat::f32;
   if (!uses_norm(module)) c.norm = Norm::rms;
   if (!uses_world(module)) c.world = 1, c.stage = 1;
   return c;
@@ -76,15 +95,18 @@ KernelSpec KernelSpec::canonical() const {
 
 std::uint64_t KernelSpec::packed() const {
   const KernelSpec c = canonical();
+  // hidden <= kMaxHidden (32768) fits 16 bits once validated; group <= 128 fits 8.
   return std::uint64_t(c.module) | std::uint64_t(c.dtype) << 4 | std::uint64_t(c.quant) << 8 |
          std::uint64_t(c.norm) << 12 | std::uint64_t(c.world) << 16 | std::uint64_t(c.stage) << 24 |
-         std::uint64_t(std::uint32_t(c.hidden)) << 32;
+         std::uint64_t(std::uint32_t(c.hidden) & 0xffffu) << 32 | std::uint64_t(std::uint32_t(c.group) & 0xffu) << 48 |
+         std::uint64_t(c.scale) << 56;
 }
 
 std::string KernelSpec::text() const {
   const KernelSpec c = canonical();
   std::string s = fmt::format("{}/h{}/{}", to_string(c.module), c.hidden, to_string(c.dtype));
   if (uses_quant(c.module)) s += fmt::format("/{}", to_string(c.quant));
+  if (is_group_fp8(c.quant)) s += fmt::format("/g{}/{}", c.group, to_string(c.scale));
   if (uses_norm(c.module)) s += fmt::format("/{}", to_string(c.norm));
   if (uses_world(c.module)) s += fmt::format("/w{}/s{}", c.world, c.stage);
   return s + "/" + c.target.name();
@@ -95,6 +117,8 @@ KernelSpec KernelSpec::parse(std::string_view text) {
   KernelSpec s;
   s.module = parse_module(parts[0]);
   size_t expected = 4 + (uses_quant(s.module) ? 1 : 0) + (uses_norm(s.module) ? 1 : 0) + (uses_world(s.module) ? 2 : 0);
+  // A group FP8 mode carries its group size and scale format after it.
+  if (uses_quant(s.module) && parts.size() > 3 && is_group_fp8(parse_quant(parts[3]))) expected += 2;
   if (parts.size() != expected) {
     throw Error(fmt::format("spec '{}' has {} fields; a {} spec has {}, e.g. '{}'", text, parts.size(),
                             to_string(s.module), expected,
@@ -107,6 +131,10 @@ KernelSpec KernelSpec::parse(std::string_view text) {
   s.hidden = parse_prefixed_int(parts[i++], 'h', "hidden", text);
   s.dtype = parse_dtype(parts[i++]);
   if (uses_quant(s.module)) s.quant = parse_quant(parts[i++]);
+  if (is_group_fp8(s.quant)) {
+    s.group = parse_prefixed_int(parts[i++], 'g', "group", text);
+    s.scale = parse_scale_format(parts[i++]);
+  }
   if (uses_norm(s.module)) s.norm = parse_norm(parts[i++]);
   if (uses_world(s.module)) {
     s.world = parse_prefixed_int(parts[i++], 'w', "world", text);
@@ -124,6 +152,7 @@ nlohmann::json KernelSpec::json() const {
                       {"dtype", to_string(c.dtype)},
                       {"target", c.target.name()}};
   if (uses_quant(c.module)) j["quant"] = to_string(c.quant);
+  if (is_group_fp8(c.quant)) j["group"] = c.group, j["scale"] = to_string(c.scale);
   if (uses_norm(c.module)) j["norm"] = to_string(c.norm);
   if (uses_world(c.module)) j["world"] = c.world, j["stage"] = c.stage;
   return j;
@@ -148,6 +177,7 @@ KernelSpec KernelSpec::from_json(const nlohmann::json& j) {
   s.dtype = parse_dtype(string_field("dtype"));
   s.target = Target::parse(string_field("target"));
   if (uses_quant(s.module)) s.quant = parse_quant(string_field("quant"));
+  if (is_group_fp8(s.quant)) s.group = int_field("group"), s.scale = parse_scale_format(string_field("scale"));
   if (uses_norm(s.module)) s.norm = parse_norm(string_field("norm"));
   if (uses_world(s.module)) s.world = int_field("world"), s.stage = int_field("stage");
   s.validate();
@@ -164,7 +194,26 @@ const char* to_string(Module v) {
   return "?";
 }
 const char* to_string(DType v) { return v == DType::f16 ? "f16" : "bf16"; }
-const char* to_string(Quant v) { return v == Quant::none ? "none" : v == Quant::fp8 ? "fp8" : "fp8_mirror"; }
+const char* to_string(Quant v) {
+  switch (v) {
+    case Quant::none: return "none";
+    case Quant::fp8: return "fp8";
+    case Quant::fp8_mirror: return "fp8_mirror";
+    case Quant::fp8_group: return "fp8_group";
+    case Quant::fp8_group_mirror: return "fp8_group_mirror";
+    case Quant::mxfp4: return "mxfp4";
+    case Quant::mxfp4_mirror: return "mxfp4_mirror";
+  }
+  return "?";
+}
+const char* to_string(ScaleFormat v) {
+  switch (v) {
+    case ScaleFormat::f32: return "f32";
+    case ScaleFormat::ue8m0_f32: return "ue8m0_f32";
+    case ScaleFormat::e8m0: return "e8m0";
+  }
+  return "?";
+}
 const char* to_string(Norm v) { return v == Norm::rms ? "rms" : "gemma"; }
 
 const std::vector<Module>& all_modules() {
@@ -176,7 +225,13 @@ const std::vector<DType>& all_dtypes() {
   return v;
 }
 const std::vector<Quant>& all_quants() {
-  static const std::vector<Quant> v{Quant::none, Quant::fp8, Quant::fp8_mirror};
+  static const std::vector<Quant> v{
+      Quant::none,  Quant::fp8,         Quant::fp8_mirror, Quant::fp8_group, Quant::fp8_group_mirror,
+      Quant::mxfp4, Quant::mxfp4_mirror};
+  return v;
+}
+const std::vector<ScaleFormat>& all_scale_formats() {
+  static const std::vector<ScaleFormat> v{ScaleFormat::f32, ScaleFormat::ue8m0_f32, ScaleFormat::e8m0};
   return v;
 }
 const std::vector<Norm>& all_norms() {
@@ -188,6 +243,7 @@ Module parse_module(std::string_view t) { return parse_enum("module", t, all_mod
 DType parse_dtype(std::string_view t) { return parse_enum("dtype", t, all_dtypes()); }
 Quant parse_quant(std::string_view t) { return parse_enum("quant mode", t, all_quants()); }
 Norm parse_norm(std::string_view t) { return parse_enum("norm mode", t, all_norms()); }
+ScaleFormat parse_scale_format(std::string_view t) { return parse_enum("scale format", t, all_scale_formats()); }
 
 int element_bytes(DType) { return 2; }
 

@@ -5,6 +5,8 @@
 //   rmsnorm_quant/h6144/bf16/fp8/rms/sm_90
 //   token_quant/h6144/bf16/sm_90
 //   fused_ar/h6144/bf16/fp8_mirror/gemma/w4/s2/sm_90
+//   fused_ar/h7168/bf16/fp8_group/g128/ue8m0_f32/rms/w8/s1/sm_90   (group size, scale format)
+//   rmsnorm_quant/h2880/bf16/mxfp4/rms/sm_90
 //   allreduce/h6144/bf16/w4/s1/sm_90
 #pragma once
 
@@ -16,6 +18,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "arfuse/base/export.hpp"
+#include "arfuse/jit/block_scaling.hpp"
 #include "arfuse/jit/target.hpp"
 #include "arfuse/templates/limits.cuh"
 
@@ -24,7 +27,15 @@ namespace arfuse::jit {
 enum class Module { rmsnorm_quant, token_quant, fused_ar, allreduce };
 enum class DType { f16, bf16 };
 // The device code's mode codes (templates/limits.cuh), so a mode is passed to a kernel as int(mode).
-enum class Quant { none = kQuantNone, fp8 = kQuantFp8, fp8_mirror = kQuantFp8Mirror };
+enum class Quant {
+  none = kQuantNone,
+  fp8 = kQuantFp8,
+  fp8_mirror = kQuantFp8Mirror,
+  fp8_group = kQuantFp8Group,
+  fp8_group_mirror = kQuantFp8GroupMirror,
+  mxfp4 = kQuantMxfp4,
+  mxfp4_mirror = kQuantMxfp4Mirror,
+};
 enum class Norm { rms = kNormRms, gemma = kNormGemma };
 
 struct ARFUSE_API KernelSpec {
@@ -33,8 +44,10 @@ struct ARFUSE_API KernelSpec {
   DType dtype = DType::bf16;
   Quant quant = Quant::none;
   Norm norm = Norm::rms;
-  int world = 1;  // fused_ar, allreduce
-  int stage = 1;  // fused_ar, allreduce
+  int group = 0;                         // fp8_group modes: 32, 64 or 128 elements per scale
+  ScaleFormat scale = ScaleFormat::f32;  // fp8_group modes
+  int world = 1;                         // fused_ar, allreduce
+  int stage = 1;                         // fused_ar, allreduce
   Target target = Target::parse("sm_90");
 
   // Throws arfuse::Error naming the bad field, its value and what is allowed.
@@ -54,6 +67,10 @@ struct ARFUSE_API KernelSpec {
 };
 
 ARFUSE_API bool uses_quant(Module module);
+// Per-token-group FP8 (with a group size and a scale format) and MXFP4 (blocks of 32, E8M0).
+ARFUSE_API bool is_group_fp8(Quant quant);
+ARFUSE_API bool is_mxfp4(Quant quant);
+ARFUSE_API bool writes_mirror(Quant quant);
 ARFUSE_API bool uses_norm(Module module);
 ARFUSE_API bool uses_world(Module module);
 
@@ -61,15 +78,18 @@ ARFUSE_API const char* to_string(Module value);
 ARFUSE_API const char* to_string(DType value);
 ARFUSE_API const char* to_string(Quant value);
 ARFUSE_API const char* to_string(Norm value);
+ARFUSE_API const char* to_string(ScaleFormat value);
 ARFUSE_API Module parse_module(std::string_view text);
 ARFUSE_API DType parse_dtype(std::string_view text);
 ARFUSE_API Quant parse_quant(std::string_view text);
 ARFUSE_API Norm parse_norm(std::string_view text);
+ARFUSE_API ScaleFormat parse_scale_format(std::string_view text);
 
 ARFUSE_API const std::vector<Module>& all_modules();
 ARFUSE_API const std::vector<DType>& all_dtypes();
 ARFUSE_API const std::vector<Quant>& all_quants();
 ARFUSE_API const std::vector<Norm>& all_norms();
+ARFUSE_API const std::vector<ScaleFormat>& all_scale_formats();
 
 ARFUSE_API int element_bytes(DType dtype);
 

@@ -15,16 +15,16 @@ std::string name_expression(const KernelSpec& s, const BlockShape& b) {
   const char* t = device_type(s.dtype);
   switch (s.module) {
     case Module::rmsnorm_quant:
-      return fmt::format("arfuse::rmsnorm_quant_kernel<{}, {}, {}, {}, {}, {}>", t, s.hidden, b.threads,
-                         b.vectors_per_thread, int(s.quant), int(s.norm));
+      return fmt::format("arfuse::rmsnorm_quant_kernel<{}, {}, {}, {}, {}, {}, {}, {}>", t, s.hidden, b.threads,
+                         b.vectors_per_thread, int(s.quant), int(s.norm), s.group, int(s.scale));
     case Module::token_quant:
       return fmt::format("arfuse::token_quant_kernel<{}, {}, {}, {}>", t, s.hidden, b.threads, b.vectors_per_thread);
     case Module::fused_ar:
     case Module::allreduce: {
       const bool epilogue = s.module == Module::fused_ar;
-      return fmt::format("arfuse::fused_ar_kernel<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", t, s.hidden, b.threads,
-                         b.vectors_per_thread, int(s.quant), int(s.norm), s.world, s.stage, epilogue ? "true" : "false",
-                         min_resident_blocks(s, b));
+      return fmt::format("arfuse::fused_ar_kernel<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", t, s.hidden,
+                         b.threads, b.vectors_per_thread, int(s.quant), int(s.norm), s.group, int(s.scale), s.world,
+                         s.stage, epilogue ? "true" : "false", min_resident_blocks(s, b));
     }
   }
   return {};

@@ -62,31 +62,51 @@ std::vector<int> int_field(const json& entry, const char* key, const std::string
   return out;
 }
 
-void expand(Module m, const std::vector<int>& hidden, const std::vector<DType>& dtypes,
-            const std::vector<Quant>& quants, const std::vector<Norm>& norms, const std::vector<int>& worlds,
-            const std::vector<int>& stages, const std::vector<Target>& targets, const std::string& path,
+// The lists one entry selects. quants_defaulted: the entry named no quant mode, so a hidden
+// size that a block-scaled mode's group does not divide is skipped for that mode, not refused.
+struct Selection {
+  std::vector<int> hidden;
+  std::vector<DType> dtypes;
+  std::vector<Quant> quants;
+  bool quants_defaulted = false;
+  std::vector<int> groups;
+  std::vector<ScaleFormat> scales;
+  std::vector<Norm> norms;
+  std::vector<int> worlds, stages;
+};
+
+bool divides(Quant q, int group, int hidden) {
+  if (is_group_fp8(q)) return valid_group_size(group) && hidden % group == 0;
+  if (is_mxfp4(q)) return hidden % kMxBlock == 0;
+  return true;
+}
+
+void expand(Module m, const Selection& sel, const std::vector<Target>& targets, const std::string& path,
             std::vector<KernelSpec>& out) {
-  const std::vector<Quant> q = uses_quant(m) ? quants : std::vector<Quant>{Quant::none};
-  const std::vector<Norm> n = uses_norm(m) ? norms : std::vector<Norm>{Norm::rms};
-  const std::vector<int> w = uses_world(m) ? worlds : std::vector<int>{1};
-  const std::vector<int> s = uses_world(m) ? stages : std::vector<int>{1};
+  const std::vector<Quant> q = uses_quant(m) ? sel.quants : std::vector<Quant>{Quant::none};
+  const std::vector<Norm> n = uses_norm(m) ? sel.norms : std::vector<Norm>{Norm::rms};
+  const std::vector<int> w = uses_world(m) ? sel.worlds : std::vector<int>{1};
+  const std::vector<int> s = uses_world(m) ? sel.stages : std::vector<int>{1};
   for (const auto& target : targets)
-    for (int h : hidden)
-      for (DType d : dtypes)
+    for (int h : sel.hidden)
+      for (DType d : sel.dtypes)
         for (Quant qq : q)
-          for (Norm nn : n)
-            for (int ww : w)
-              for (int ss : s) {
-                KernelSpec spec;
-                spec.module = m, spec.hidden = h, spec.dtype = d, spec.quant = qq, spec.norm = nn;
-                spec.world = ww, spec.stage = ss, spec.target = target;
-                try {
-                  spec.validate();
-                } catch (const Error& e) {
-                  bad(path, e.what());
-                }
-                out.push_back(spec);
-              }
+          for (int g : is_group_fp8(qq) ? sel.groups : std::vector<int>{0})
+            for (ScaleFormat sf : is_group_fp8(qq) ? sel.scales : std::vector<ScaleFormat>{ScaleFormat::f32})
+              for (Norm nn : n)
+                for (int ww : w)
+                  for (int ss : s) {
+                    if (sel.quants_defaulted && !divides(qq, g, h)) continue;
+                    KernelSpec spec;
+                    spec.module = m, spec.hidden = h, spec.dtype = d, spec.quant = qq, spec.norm = nn;
+                    spec.group = g, spec.scale = sf, spec.world = ww, spec.stage = ss, spec.target = target;
+                    try {
+                      spec.validate();
+                    } catch (const Error& e) {
+                      bad(path, e.what());
+                    }
+                    out.push_back(spec);
+                  }
 }
 
 }  // namespace
@@ -101,12 +121,18 @@ const std::vector<int>& default_world_sizes() {
   return v;
 }
 
+const std::vector<Quant>& default_quants() {
+  // The block-scaled modes without their mirrors, group 128 with fp32 scales: what engines ask
+  // for most; the rest compile on first use.
+  static const std::vector<Quant> v{Quant::none, Quant::fp8, Quant::fp8_mirror, Quant::fp8_group, Quant::mxfp4};
+  return v;
+}
+
 std::vector<KernelSpec> default_specs(const std::vector<Target>& targets) {
   std::vector<KernelSpec> out;
-  for (Module m : all_modules()) {
-    expand(m, default_hidden_sizes(), all_dtypes(), all_quants(), all_norms(), default_world_sizes(), {1, 2}, targets,
-           "(default set)", out);
-  }
+  Selection sel{default_hidden_sizes(), all_dtypes(), default_quants(),      true,  {128},
+                {ScaleFormat::f32},     all_norms(),  default_world_sizes(), {1, 2}};
+  for (Module m : all_modules()) expand(m, sel, targets, "(default set)", out);
   return out;
 }
 
@@ -134,25 +160,30 @@ SpecSet parse_spec_set(const json& config, const std::vector<Target>& targets) {
     }
   }
   if (!config.contains("specs") || !config["specs"].is_array()) bad("$.specs", "must be a list of spec objects");
-  static const std::vector<std::string> keys{"module", "hidden", "dtype", "quant", "norm", "world", "stage"};
+  static const std::vector<std::string> keys{"module", "hidden", "dtype", "quant", "group",
+                                             "scale",  "norm",   "world", "stage"};
   for (size_t i = 0; i < config["specs"].size(); ++i) {
     const json& entry = config["specs"][i];
     const std::string path = fmt::format("$.specs[{}]", i);
     if (!entry.is_object()) bad(path, "must be an object");
     for (auto& [key, value] : entry.items()) {
       if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-        bad(path + "." + key, "unknown key; allowed are module, hidden, dtype, quant, norm, world, stage");
+        bad(path + "." + key,
+            "unknown key; allowed are module, hidden, dtype, quant, group, scale, norm, world, stage");
       }
     }
     const auto modules = enum_field(entry, "module", path, all_modules(), parse_module);
-    for (Module m : modules) {
-      expand(m, int_field(entry, "hidden", path, default_hidden_sizes()),
-             enum_field(entry, "dtype", path, all_dtypes(), parse_dtype),
-             enum_field(entry, "quant", path, all_quants(), parse_quant),
-             enum_field(entry, "norm", path, all_norms(), parse_norm),
-             int_field(entry, "world", path, default_world_sizes()), int_field(entry, "stage", path, {1, 2}), use, path,
-             set.specs);
-    }
+    Selection sel;
+    sel.hidden = int_field(entry, "hidden", path, default_hidden_sizes());
+    sel.dtypes = enum_field(entry, "dtype", path, all_dtypes(), parse_dtype);
+    sel.quants = enum_field(entry, "quant", path, all_quants(), parse_quant);
+    sel.quants_defaulted = !entry.contains("quant");
+    sel.groups = int_field(entry, "group", path, {128});
+    sel.scales = enum_field(entry, "scale", path, std::vector<ScaleFormat>{ScaleFormat::f32}, parse_scale_format);
+    sel.norms = enum_field(entry, "norm", path, all_norms(), parse_norm);
+    sel.worlds = int_field(entry, "world", path, default_world_sizes());
+    sel.stages = int_field(entry, "stage", path, {1, 2});
+    for (Module m : modules) expand(m, sel, use, path, set.specs);
   }
   return set;
 }

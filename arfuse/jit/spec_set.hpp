@@ -3,7 +3,9 @@
 //               "quant": ["none", "fp8"], "norm": ["rms", "gemma"]}],
 //    "targets": ["sm_90"]}
 // Every list is expanded as a cartesian product; an omitted field takes all its values (the
-// default hidden sizes for "hidden"); a single value may stand for a list of one.
+// default hidden sizes for "hidden"; "group" 128 and "scale" "f32" for the fp8_group modes,
+// and without "quant" a block-scaled mode skips hidden sizes its group does not divide); a
+// single value may stand for a list of one.
 #pragma once
 
 #include <string>
@@ -24,7 +26,10 @@ struct ARFUSE_API SpecSet {
   std::vector<std::string> targets;  // from the config's "targets", if any
 };
 
-// Every module over its full default product, for each target.
+// none, fp8, fp8_mirror, fp8_group (group 128, fp32 scales), mxfp4.
+ARFUSE_API const std::vector<Quant>& default_quants();
+
+// Every module over its default product (default_quants), for each target.
 ARFUSE_API std::vector<KernelSpec> default_specs(const std::vector<Target>& targets);
 
 // Throws arfuse::Error naming the JSON path, the value and what is allowed.

@@ -4,6 +4,7 @@
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/jit/block_shape.hpp"
+#include "arfuse/reference/block_scaled.hpp"
 #include "arfuse/reference/numerics.hpp"
 
 namespace arfuse::reference {
@@ -116,11 +117,14 @@ EpilogueOutputs epilogue(const EpilogueConfig& c, int tokens, const Bits16& ar, 
   check_size(weight, size_t(c.hidden), "weight");
   const Layout l = layout_for(c);
   const bool quant = c.quant != jit::Quant::none;
+  const bool token_fp8 = c.quant == jit::Quant::fp8 || c.quant == jit::Quant::fp8_mirror;
+  const bool block_scaled = jit::is_group_fp8(c.quant) || jit::is_mxfp4(c.quant);
   EpilogueOutputs o;
   o.residual_out.resize(n);
-  if (quant) o.q.resize(n), o.scales.resize(size_t(tokens));
+  if (token_fp8) o.q.resize(n), o.scales.resize(size_t(tokens));
   if (!quant) o.out.resize(n);
-  if (c.quant == jit::Quant::fp8_mirror) o.mirror.resize(n);
+  if (jit::writes_mirror(c.quant)) o.mirror.resize(n);
+  Bits16 all_y(block_scaled ? n : 0);  // 7b and 7c quantise y after every row is normalised
   std::vector<float> g(size_t(c.hidden)), res(size_t(c.hidden)), y(size_t(c.hidden));
   for (int i = 0; i < c.hidden; ++i) {
     g[i] = widen(weight[i], c.dtype);
@@ -139,9 +143,19 @@ EpilogueOutputs epilogue(const EpilogueConfig& c, int tokens, const Bits16& ar, 
       const std::uint16_t yb = narrow((res[i] * inv) * g[i], c.dtype);
       y[i] = widen(yb, c.dtype);
       if (!quant) o.out[row + i] = yb;
-      if (c.quant == jit::Quant::fp8_mirror) o.mirror[row + i] = yb;
+      if (jit::writes_mirror(c.quant)) o.mirror[row + i] = yb;
+      if (block_scaled) all_y[row + i] = yb;
     }
-    if (quant) quantize_row(c, l, y.data(), o.q.data() + row, o.scales.data() + t);
+    if (token_fp8) quantize_row(c, l, y.data(), o.q.data() + row, o.scales.data() + t);
+  }
+  if (jit::is_group_fp8(c.quant)) {
+    GroupQuantConfig g{c.hidden, c.group, c.dtype, c.target.fp8_format(), c.scale_format, c.scale_layout};
+    auto grouped = group_quant(g, tokens, all_y);
+    o.q = std::move(grouped.q), o.scales = std::move(grouped.scales), o.scale_bytes = std::move(grouped.scale_bytes);
+  }
+  if (jit::is_mxfp4(c.quant)) {
+    auto mx = mxfp4_quant(c.hidden, c.dtype, tokens, all_y);
+    o.q = std::move(mx.packed), o.scale_bytes = std::move(mx.scales);
   }
   return o;
 }

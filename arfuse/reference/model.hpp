@@ -27,17 +27,22 @@ struct ARFUSE_API EpilogueConfig {
   jit::Norm norm = jit::Norm::rms;
   float eps = 1e-6f;
   jit::Target target = jit::Target::parse("sm_90");
+  // fp8_group modes (block_scaled.hpp)
+  int group = 128;
+  jit::ScaleFormat scale_format = jit::ScaleFormat::f32;
+  jit::ScaleLayout scale_layout = jit::ScaleLayout::row_major;
 };
 
 struct ARFUSE_API EpilogueOutputs {
   Bits16 residual_out;
-  Bits16 out;                   // quant none
-  std::vector<std::uint8_t> q;  // quant modes
-  std::vector<float> scales;    // quant modes
-  Bits16 mirror;                // fp8_mirror
+  Bits16 out;                             // quant none
+  std::vector<std::uint8_t> q;            // fp8 bytes, or packed E2M1 (mxfp4) [tokens, hidden / 2]
+  std::vector<float> scales;              // fp8 [tokens]; fp8_group with fp32 / UE8M0-as-fp32 scales
+  std::vector<std::uint8_t> scale_bytes;  // fp8_group with E8M0 scales; mxfp4
+  Bits16 mirror;                          // the _mirror modes
 };
 
-// Steps 2-7 for `tokens` rows of the already reduced tensor `ar`.
+// Steps 2-7 (7b, 7c for the block-scaled modes) for `tokens` rows of the already reduced tensor `ar`.
 ARFUSE_API EpilogueOutputs epilogue(const EpilogueConfig& config, int tokens, const Bits16& ar,
                                     const Bits16& residual_in, const Bits16& weight);
 

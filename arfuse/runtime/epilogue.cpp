@@ -8,6 +8,7 @@ using detail::require_pointer;
 
 void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
   ctx.spec(jit::Module::rmsnorm_quant, a.hidden, a.dtype, a.quant, a.norm);  // checks hidden
+  detail::require_block_scaling(a.quant, a.group, a.scale_layout, a.hidden);
   detail::require_tokens(a.tokens);
   detail::require_eps(a.eps);
   if (a.tokens == 0) return;
@@ -17,17 +18,21 @@ void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream
 }
 
 void detail::launch_rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
-  const auto& k = ctx.kernel(ctx.spec(jit::Module::rmsnorm_quant, a.hidden, a.dtype, a.quant, a.norm));
+  const auto& k = ctx.kernel(
+      ctx.spec(jit::Module::rmsnorm_quant, a.hidden, a.dtype, a.quant, a.norm, 1, 1, a.group, a.scale_format));
+  const auto strides = detail::scale_strides(a.quant, a.group, a.scale_layout, a.tokens, a.hidden);
   const void* in = a.input;
   const void* res_in = a.residual_in;
   void* res_out = a.residual_out;
   const void* weight = a.weight;
   float eps = a.eps;
   void* out = a.out;
-  float* scales = a.scales;
+  void* scales = a.scales;
   void* mirror = a.mirror;
   int tokens = a.tokens;
-  void* params[] = {&in, &res_in, &res_out, &weight, &eps, &out, &scales, &mirror, &tokens};
+  int scale_row_stride = strides.row, scale_group_stride = strides.group;
+  void* params[] = {&in,     &res_in,           &res_out,           &weight, &eps, &out, &scales, &mirror,
+                    &tokens, &scale_row_stride, &scale_group_stride};
   k.kernel.launch(unsigned(a.tokens), stream, params);  // one block per row
 }
 

@@ -1,5 +1,6 @@
 // The standalone epilogue kernels, for a tensor that was all-reduced elsewhere:
-//   rmsnorm_quant: residual add + RMSNorm/Gemma + optional per-token FP8 (contract steps 2-7);
+//   rmsnorm_quant: residual add + RMSNorm/Gemma + optional per-token FP8, per-token-group FP8
+//                  or MXFP4 (contract steps 2-7c);
 //   token_quant:   per-token FP8 of a tensor that already is y (step 7).
 // All pointers are device pointers, 16-byte aligned, row-major [tokens, hidden].
 #pragma once
@@ -15,14 +16,20 @@ struct ARFUSE_API RmsnormQuantArgs {
   void* residual_out = nullptr;  // may equal residual_in
   const void* weight = nullptr;  // T [hidden]
   float eps = 1e-6f;
-  void* out = nullptr;      // T (quant none) or fp8 bytes [tokens, hidden]
-  float* scales = nullptr;  // fp32 [tokens], quant modes
-  void* mirror = nullptr;   // T [tokens, hidden], fp8_mirror
+  void* out = nullptr;     // T (quant none), fp8 bytes [tokens, hidden], or MXFP4 bytes [tokens, hidden / 2]
+  void* scales = nullptr;  // fp8: fp32 [tokens]; fp8_group: one per group (scale_format, scale_layout);
+                           // mxfp4: E8M0 bytes [tokens, hidden / 32]
+  void* mirror = nullptr;  // T [tokens, hidden], the _mirror modes
   int tokens = 0;
   int hidden = 0;
   jit::DType dtype = jit::DType::bf16;
   jit::Quant quant = jit::Quant::none;
   jit::Norm norm = jit::Norm::rms;
+  // fp8_group modes: elements per scale (32, 64 or 128, dividing hidden); fp32 or UE8M0 scales
+  // (as fp32 or E8M0 bytes); [tokens, hidden / group] or [hidden / group, tokens].
+  int group = 128;
+  jit::ScaleFormat scale_format = jit::ScaleFormat::f32;
+  jit::ScaleLayout scale_layout = jit::ScaleLayout::row_major;
 };
 
 struct ARFUSE_API TokenQuantArgs {

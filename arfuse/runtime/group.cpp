@@ -135,16 +135,19 @@ Rank::Rank(Group& group, RankBuffers& buffers, Context& context)
 
 void* Rank::input_buffer() const { return buffers_->staging.get(); }
 
-void Rank::prepare(int hidden, jit::DType dtype, jit::Quant quant, jit::Norm norm) {
+void Rank::prepare(int hidden, jit::DType dtype, jit::Quant quant, jit::Norm norm, int group, jit::ScaleFormat scale) {
   group_->check_call(dtype);
   if (group_->custom_path_available()) {
     for (int stage : {1, 2}) {
-      context_->kernel(context_->spec(jit::Module::fused_ar, hidden, dtype, quant, norm, group_->world(), stage));
+      context_->kernel(
+          context_->spec(jit::Module::fused_ar, hidden, dtype, quant, norm, group_->world(), stage, group, scale));
       context_->kernel(context_->spec(jit::Module::allreduce, hidden, dtype, jit::Quant::none, jit::Norm::rms,
                                       group_->world(), stage));
     }
   }
-  if (group_->has_nccl()) context_->kernel(context_->spec(jit::Module::rmsnorm_quant, hidden, dtype, quant, norm));
+  if (group_->has_nccl()) {
+    context_->kernel(context_->spec(jit::Module::rmsnorm_quant, hidden, dtype, quant, norm, 1, 1, group, scale));
+  }
 }
 
 void Rank::note_path(Path path, int tokens, int hidden) {
@@ -206,6 +209,7 @@ void check_shape(int tokens, int hidden, int max_tokens, int max_hidden) {
 void validate_args(const AllreduceRmsnormArgs& a, int max_tokens, int max_hidden) {
   check_shape(a.tokens, a.hidden, max_tokens, max_hidden);
   detail::require_eps(a.eps);
+  detail::require_block_scaling(a.quant, a.group, a.scale_layout, a.hidden);
   if (a.tokens == 0) return;
   detail::require_epilogue_pointers(
       {a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.quant},
@@ -223,7 +227,7 @@ void Rank::allreduce_rmsnorm(const AllreduceRmsnormArgs& a, const Stream& stream
   group_->check_call(a.dtype);
   const Topology& t = group_->topology();
   validate_args(a, t.call_max_tokens(), t.call_max_hidden());
-  const auto plan = begin_call(CallShape{true, a.tokens, a.hidden, a.dtype, a.quant, a.norm});
+  const auto plan = begin_call(CallShape{true, a.tokens, a.hidden, a.dtype, a.quant, a.norm, a.group, a.scale_format});
   if (!plan) return;
   if (plan->path == Path::nccl) {
     const std::size_t count = std::size_t(a.tokens) * std::size_t(a.hidden);
@@ -242,6 +246,8 @@ void Rank::allreduce_rmsnorm(const AllreduceRmsnormArgs& a, const Stream& stream
   f.out = a.out;
   f.scales = a.scales;
   f.mirror = a.mirror;
+  const auto strides = detail::scale_strides(a.quant, a.group, a.scale_layout, a.tokens, a.hidden);
+  f.scale_row_stride = strides.row, f.scale_group_stride = strides.group;
   launch(*plan, f, a.input, stream);
 }
 

@@ -70,7 +70,8 @@ class ARFUSE_API Rank {
   // either stage. Call it on every rank before the first call of a shape: with several ranks
   // on one GPU, loading a kernel while a peer's kernel waits at a barrier can stall the load
   // until that peer times out.
-  void prepare(int hidden, jit::DType dtype, jit::Quant quant = jit::Quant::none, jit::Norm norm = jit::Norm::rms);
+  void prepare(int hidden, jit::DType dtype, jit::Quant quant = jit::Quant::none, jit::Norm norm = jit::Norm::rms,
+               int group = 128, jit::ScaleFormat scale = jit::ScaleFormat::f32);
   // The path this rank's last call took (none before the first call).
   std::optional<Path> last_path() const { return last_path_; }
 

@@ -37,8 +37,41 @@ void require_epilogue_pointers(const EpiloguePointers& p, const char* input_role
   require_pointer(p.residual_out, "residual_out", "(the updated residual)");
   require_pointer(p.weight, "weight", "(the norm weight)");
   require_pointer(p.out, "out", "(the normalised output)");
-  if (p.quant != jit::Quant::none) require_pointer(p.scales, "scales", "with FP8 output");
-  if (p.quant == jit::Quant::fp8_mirror) require_pointer(p.mirror, "mirror", "with quant fp8_mirror");
+  if (p.quant != jit::Quant::none) {
+    require_pointer(p.scales, "scales", fmt::format("with quant {}", jit::to_string(p.quant)));
+  }
+  if (jit::writes_mirror(p.quant)) {
+    require_pointer(p.mirror, "mirror", fmt::format("with quant {}", jit::to_string(p.quant)));
+  }
+}
+
+void require_block_scaling(jit::Quant quant, int group, jit::ScaleLayout layout, int hidden) {
+  if (jit::is_group_fp8(quant)) {
+    if (!jit::valid_group_size(group)) {
+      throw Error(fmt::format("group is {}; with quant {} it must be 32, 64 or 128", group, jit::to_string(quant)));
+    }
+    if (hidden % group != 0) throw Error(fmt::format("group {} does not divide hidden {}", group, hidden));
+  }
+  if (jit::is_mxfp4(quant) && hidden % jit::kMxBlock != 0) {
+    throw Error(fmt::format("quant {} needs hidden divisible by {}; hidden is {}", jit::to_string(quant), jit::kMxBlock,
+                            hidden));
+  }
+  scale_strides(quant, group, layout, 1, hidden);
+}
+
+ScaleStrides scale_strides(jit::Quant quant, int group, jit::ScaleLayout layout, int tokens, int hidden) {
+  if (jit::is_mxfp4(quant)) {
+    if (layout != jit::ScaleLayout::row_major) {
+      throw Error(fmt::format("{} scales are row-major [tokens, hidden / 32]; scale_layout must be row_major",
+                              jit::to_string(quant)));
+    }
+    return {hidden / jit::kMxBlock, 1};
+  }
+  if (jit::is_group_fp8(quant)) {
+    if (group <= 0) throw Error(fmt::format("group size {} is not 32, 64 or 128", group));
+    return layout == jit::ScaleLayout::row_major ? ScaleStrides{hidden / group, 1} : ScaleStrides{1, tokens};
+  }
+  return quant == jit::Quant::none ? ScaleStrides{0, 0} : ScaleStrides{1, 0};
 }
 
 }  // namespace arfuse::detail

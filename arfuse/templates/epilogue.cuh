@@ -106,19 +106,150 @@ __device__ __forceinline__ void quantize_row(const Vec16 (&y)[VPT], u8* out, flo
   if (threadIdx.x == 0) *scale_out = divisor.scale;
 }
 
-// Outputs of one row; pointers already offset to the row. `out` is T (no quant) or fp8 bytes.
+// ---- block-scaled quantisation (contract steps 7b and 7c) -----------------------------------
+// A group of G consecutive elements is G / 8 consecutive vectors: G / 8 consecutive lanes of one
+// warp in the same k (THREADS is a multiple of the warp size, and G / 8 divides it). Its amax is
+// a max, which no shuffle order changes. Every lane takes part in the shuffles, owner or not,
+// so they stay convergent; all lanes of a group own it or none do (G divides H).
+template <typename T, int G>
+__device__ __forceinline__ float group_amax(const Vec16& v, bool owned) {
+  static_assert(G % 8 == 0 && kWarpSize % (G / 8) == 0, "a group must fit in one warp");
+  AbsMax<T> local;
+  if (owned) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) local.add(v.w[i]);
+  }
+  float amax = local.value();
+#pragma unroll
+  for (int mask = G / 16; mask > 0; mask >>= 1) amax = max_keep_nan(amax, shuffle_xor(amax, mask));
+  return amax;
+}
+
+// The smallest power of two >= a positive scale, at least 2^-127, read off the fp32 bits; NaN
+// for a non-finite scale and above 2^127.
+__device__ __forceinline__ float ue8m0_round_up(float scale) {
+  const float nan = bits_to_float(0x7fc00000u);  // the quiet NaN the reference model writes
+  if (!(scale <= 0x1.fffffep127f)) return nan;
+  const u32 bits = float_to_bits(scale), exponent = bits >> 23, mantissa = bits & 0x7fffffu;
+  if (exponent == 0) return bits_to_float(bits <= 0x00400000u ? 0x00400000u : 0x00800000u);  // 2^-127, 2^-126
+  if (mantissa == 0) return scale;
+  return exponent == 254 ? nan : bits_to_float((exponent + 1) << 23);
+}
+
+__device__ __forceinline__ Vec8 pack_fp8x8(const float (&v)[8]) {
+  Vec8 q;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) q.w[i] = fp8x2(v[4 * i], v[4 * i + 1]) | (fp8x2(v[4 * i + 2], v[4 * i + 3]) << 16);
+  return q;
+}
+
+// Step 7b: per-token-group FP8. scales: the row's first scale (float, or byte for E8M0);
+// group_stride: elements between the row's consecutive group scales (1 row-major, M column-major).
+template <typename T, int H, int THREADS, int VPT, int G, int SCALE>
+__device__ __forceinline__ void quantize_groups(const Vec16 (&y)[VPT], u8* out, void* scales, int group_stride) {
+  static_assert(H % G == 0, "the group size must divide H");
+  constexpr int kLanes = G / 8;
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    const bool owned = owns_vector<H, THREADS>(k);
+    const float amax = group_amax<T, G>(y[k], owned);
+    if (!owned) continue;
+    const int vec = threadIdx.x + k * THREADS;
+    float v[8];
+    unpack8<T>(y[k], v);
+    float scale;
+    if constexpr (SCALE == kScaleF32) {
+      const Fp8Divisor divisor = fp8_divisor(amax, kFp8Max);  // |y| <= amax: fp8_divide's premise
+      scale = divisor.scale;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = fp8_divide(v[j], divisor);
+    } else {
+      scale = ue8m0_round_up(amax > 0.0f ? amax / kFp8Max : 1.0f);
+      const float inverse = 1.0f / scale;  // a power of two: y * inverse is IEEE's y / scale
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = v[j] * inverse;
+    }
+    store8(out + vec * 8, pack_fp8x8(v));
+    if (vec % kLanes != 0) continue;
+    const int at = (vec / kLanes) * group_stride;
+    if constexpr (SCALE == kScaleE8m0) {
+      static_cast<u8*>(scales)[at] = u8(float_to_bits(scale) >> 23);  // 2^-127 -> 0, NaN -> 0xff
+    } else {
+      static_cast<float*>(scales)[at] = scale;
+    }
+  }
+}
+
+// floor(log2(x)) of a finite x > 0, subnormals included.
+__device__ __forceinline__ int floor_log2(float x) {
+  const u32 bits = float_to_bits(x);
+  const int exponent = int(bits >> 23);
+  return exponent != 0 ? exponent - 127 : (31 - count_leading_zeros(bits)) - 149;
+}
+
+// E2M1 code of v: round to nearest, ties to the even code, saturating at 6, sign kept (also
+// for zero). v is finite.
+__device__ __forceinline__ u32 e2m1_code(float v) {
+  const float a = fabsf(v);
+  const u32 magnitude = a <= 0.25f   ? 0u
+                        : a < 0.75f  ? 1u
+                        : a <= 1.25f ? 2u
+                        : a < 1.75f  ? 3u
+                        : a <= 2.5f  ? 4u
+                        : a < 3.5f   ? 5u
+                        : a <= 5.0f  ? 6u
+                                     : 7u;
+  return ((float_to_bits(v) >> 28) & 0x8u) | magnitude;
+}
+
+// Step 7c: MXFP4. out: the row's packed elements (H / 2 bytes); scales: the row's first E8M0 byte.
+template <typename T, int H, int THREADS, int VPT>
+__device__ __forceinline__ void quantize_mx(const Vec16 (&y)[VPT], u8* out, u8* scales, int group_stride) {
+  static_assert(H % kMxBlockSize == 0, "MXFP4 needs H divisible by 32");
+  constexpr int kLanes = kMxBlockSize / 8;
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    const bool owned = owns_vector<H, THREADS>(k);
+    const float amax = group_amax<T, kMxBlockSize>(y[k], owned);
+    if (!owned) continue;
+    const int vec = threadIdx.x + k * THREADS;
+    const bool finite = amax <= 0x1.fffffep127f;  // false for NaN and Inf: scale NaN, elements 0
+    int e = -127;
+    if (finite && amax > 0.0f) e = max(-127, min(127, floor_log2(amax) - 2));  // 2: E2M1's top exponent
+    u32 packed = 0;
+    if (finite) {
+      const float multiplier = bits_to_float(u32(127 - e) << 23);  // 2^-e, a normal float for e <= 125
+      float v[8];
+      unpack8<T>(y[k], v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) packed |= e2m1_code(v[j] * multiplier) << (4 * j);  // element 2i: low nibble
+    }
+    *reinterpret_cast<u32*>(out + vec * 4) = packed;
+    if (vec % kLanes == 0) scales[(vec / kLanes) * group_stride] = finite ? u8(e + 127) : u8(0xff);
+  }
+}
+
+// Bytes of one row of `out`.
+template <typename T, int H, int QUANT>
+inline constexpr long long kOutRowBytes = QUANT == kQuantNone    ? H*(long long)sizeof(T)
+                                          : kQuantIsMxfp4<QUANT> ? H / 2
+                                                                 : H;
+
+// Outputs of one row; pointers already offset to the row. `out` is T (no quant), fp8 bytes, or
+// packed E2M1 (MXFP4).
 template <typename T>
 struct RowOutputs {
   T* residual_out;
   void* out;
-  float* scale;  // one float, quant modes only
-  T* mirror;     // kQuantFp8Mirror only
+  void* scale;             // the row's first scale: float (per-token and group FP8), byte (E8M0, MXFP4)
+  int scale_group_stride;  // elements between the row's group scales
+  T* mirror;               // the _mirror modes only
 };
 
 // ar = T(fold) (step 1, done by the caller) and the row's residual_in, packed. The weight is
 // read only after the sum of squares (an L1 hit after the first row), so it holds no registers
 // across the reductions.
-template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM>
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE>
 __device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16 (&residual)[VPT], const T* weight,
                                              float eps, const RowOutputs<T>& row, ReduceScratch& scratch) {
   // Step 2: res = T(ar + residual_in) -> residual_out.
@@ -160,10 +291,16 @@ __device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16
     for (int j = 0; j < 8; ++j) v[j] = (v[j] * inv) * (NORM == kNormGemma ? g[j] + 1.0f : g[j]);
     y[k] = pack8<T>(v);
     if (QUANT == kQuantNone) store16(static_cast<T*>(row.out) + vec * 8, y[k]);
-    if (QUANT == kQuantFp8Mirror) store16(row.mirror + vec * 8, y[k]);
+    if (kQuantWritesMirror<QUANT>) store16(row.mirror + vec * 8, y[k]);
   }
-  // Step 7.
-  if (QUANT != kQuantNone) quantize_row<T, H, THREADS, VPT>(y, static_cast<u8*>(row.out), row.scale, scratch);
+  // Step 7, 7b or 7c.
+  if constexpr (kQuantIsTokenFp8<QUANT>) {
+    quantize_row<T, H, THREADS, VPT>(y, static_cast<u8*>(row.out), static_cast<float*>(row.scale), scratch);
+  } else if constexpr (kQuantIsGroupFp8<QUANT>) {
+    quantize_groups<T, H, THREADS, VPT, GROUP, SCALE>(y, static_cast<u8*>(row.out), row.scale, row.scale_group_stride);
+  } else if constexpr (kQuantIsMxfp4<QUANT>) {
+    quantize_mx<T, H, THREADS, VPT>(y, static_cast<u8*>(row.out), static_cast<u8*>(row.scale), row.scale_group_stride);
+  }
 }
 
 }  // namespace arfuse

@@ -121,7 +121,7 @@ __device__ __forceinline__ void store_row(T* row, const Vec16 (&v)[VPT]) {
 }
 
 // The result of one reduced row: the epilogue, or (plain all-reduce) the sum itself.
-template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, bool EPILOGUE>
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, bool EPILOGUE>
 __device__ __forceinline__ void finish_row(const FusedArgs& a, int row, const Vec16 (&ar)[VPT],
                                            const Vec16 (&residual)[VPT], ReduceScratch& scratch) {
   const long long offset = (long long)row * H;
@@ -131,11 +131,15 @@ __device__ __forceinline__ void finish_row(const FusedArgs& a, int row, const Ve
   }
   RowOutputs<T> outputs;
   outputs.residual_out = static_cast<T*>(a.residual_out) + offset;
-  outputs.out = QUANT == kQuantNone ? static_cast<void*>(static_cast<T*>(a.out) + offset)
-                                    : static_cast<void*>(static_cast<u8*>(a.out) + offset);
-  outputs.scale = a.scales + row;
-  outputs.mirror = static_cast<T*>(a.mirror) + (QUANT == kQuantFp8Mirror ? offset : 0);
-  epilogue_row<T, H, THREADS, VPT, QUANT, NORM>(ar, residual, static_cast<const T*>(a.weight), a.eps, outputs, scratch);
+  outputs.out = static_cast<u8*>(a.out) + row * kOutRowBytes<T, H, QUANT>;
+  const long long scale_offset = (long long)row * a.scale_row_stride;
+  outputs.scale = SCALE == kScaleE8m0 || kQuantIsMxfp4<QUANT>
+                      ? static_cast<void*>(static_cast<u8*>(a.scales) + scale_offset)
+                      : static_cast<void*>(static_cast<float*>(a.scales) + scale_offset);
+  outputs.scale_group_stride = a.scale_group_stride;
+  outputs.mirror = static_cast<T*>(a.mirror) + (kQuantWritesMirror<QUANT> ? offset : 0);
+  epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE>(ar, residual, static_cast<const T*>(a.weight), a.eps,
+                                                              outputs, scratch);
 }
 
 // Copies this rank's input rows into its staging buffer: exactly the rows that block b of
@@ -155,20 +159,21 @@ __device__ __forceinline__ void stage_own_rows(const FusedArgs& a) {
 }
 
 // Stage 1: every row of this block, folded from all staging buffers, then its epilogue.
-template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int W, bool EPILOGUE>
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, int W, bool EPILOGUE>
 __device__ __forceinline__ void reduce_rows(const FusedArgs& a, ReduceScratch& scratch) {
   for (int row = blockIdx.x; row < a.tokens; row += gridDim.x) {
     Vec16 residual[VPT];
     if (EPILOGUE) load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + (long long)row * H, residual);
     Vec16 x[VPT];
     fold_row<T, H, THREADS, VPT, W>(a.peers, (long long)row * H, x);
-    finish_row<T, H, THREADS, VPT, QUANT, NORM, EPILOGUE>(a, row, x, residual, scratch);
+    finish_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, EPILOGUE>(a, row, x, residual, scratch);
   }
 }
 
 // MIN_BLOCKS: 0, or the resident blocks per multiprocessor the kernel is compiled for, which
 // caps its registers (jit/launch_bounds.hpp).
-template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int W, int STAGE, bool EPILOGUE, int MIN_BLOCKS>
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, int W, int STAGE,
+          bool EPILOGUE, int MIN_BLOCKS>
 __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedArgs a) {
   static_assert(W >= 2 && W <= kMaxWorld, "world size");
   static_assert(STAGE == 1 || STAGE == 2, "stage");
@@ -185,7 +190,7 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
   if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierEntry, call, call != 0, error_at_start,
                             failed)) {
     if (STAGE == 1) {
-      reduce_rows<T, H, THREADS, VPT, QUANT, NORM, W, EPILOGUE>(a, scratch);
+      reduce_rows<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, W, EPILOGUE>(a, scratch);
     } else {
       const int share = (a.tokens + W - 1) / W;
       const int first = a.rank * share, last = min(a.tokens, first + share);
@@ -207,7 +212,7 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
               load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + (long long)row * H, residual);
             Vec16 x[VPT];
             load_row_l2<T, H, THREADS, VPT>(static_cast<const T*>(a.peers.gather[a.rank]) + (long long)row * H, x);
-            finish_row<T, H, THREADS, VPT, QUANT, NORM, EPILOGUE>(a, row, x, residual, scratch);
+            finish_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, EPILOGUE>(a, row, x, residual, scratch);
           }
         }
       }

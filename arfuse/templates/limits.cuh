@@ -10,7 +10,30 @@ inline constexpr int kMaxWorld = 8;
 inline constexpr int kMaxBlocks = 1024;  // barrier slots per rank: the most blocks a launch gets
 inline constexpr int kMaxHidden = 32768;
 
-enum QuantMode { kQuantNone = 0, kQuantFp8 = 1, kQuantFp8Mirror = 2 };
+// Per-token FP8 (contract step 7), per-token-group FP8 (7b) and MXFP4 (7c); the _mirror modes
+// also write y in T. A call descriptor holds the mode in 3 bits (signal.cuh): at most 7.
+enum QuantMode {
+  kQuantNone = 0,
+  kQuantFp8 = 1,
+  kQuantFp8Mirror = 2,
+  kQuantFp8Group = 3,
+  kQuantFp8GroupMirror = 4,
+  kQuantMxfp4 = 5,
+  kQuantMxfp4Mirror = 6,
+};
 enum NormMode { kNormRms = 0, kNormGemma = 1 };
+// How per-group FP8 scales are stored (7b): fp32 amax / FP8_MAX, that rounded up to a power of
+// two (UE8M0) as fp32, or as its E8M0 byte.
+enum ScaleFormatCode { kScaleF32 = 0, kScaleUe8m0F32 = 1, kScaleE8m0 = 2 };
+inline constexpr int kMxBlockSize = 32;  // MXFP4 elements per shared scale
+
+template <int Q>
+inline constexpr bool kQuantIsTokenFp8 = Q == kQuantFp8 || Q == kQuantFp8Mirror;
+template <int Q>
+inline constexpr bool kQuantIsGroupFp8 = Q == kQuantFp8Group || Q == kQuantFp8GroupMirror;
+template <int Q>
+inline constexpr bool kQuantIsMxfp4 = Q == kQuantMxfp4 || Q == kQuantMxfp4Mirror;
+template <int Q>
+inline constexpr bool kQuantWritesMirror = Q == kQuantFp8Mirror || Q == kQuantFp8GroupMirror || Q == kQuantMxfp4Mirror;
 
 }  // namespace arfuse

@@ -12,10 +12,12 @@
 
 namespace arfuse {
 
-template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM>
+// scales: per-token FP8 [tokens] (scale_row_stride 1); group FP8 and MXFP4: the row's scales
+// start at scale_row_stride * row, its groups scale_group_stride apart (row- or column-major).
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE>
 __global__ void __launch_bounds__(THREADS)
     rmsnorm_quant_kernel(const T* in, const T* residual_in, T* residual_out, const T* weight, float eps, void* out,
-                         float* scales, T* mirror, int tokens) {
+                         void* scales, T* mirror, int tokens, int scale_row_stride, int scale_group_stride) {
   __shared__ ReduceScratch scratch;
   const int row = blockIdx.x;
   if (row >= tokens) return;
@@ -25,11 +27,14 @@ __global__ void __launch_bounds__(THREADS)
   load_vectors<T, H, THREADS, VPT>(residual_in + offset, residual);
   RowOutputs<T> outputs;
   outputs.residual_out = residual_out + offset;
-  outputs.out = QUANT == kQuantNone ? static_cast<void*>(static_cast<T*>(out) + offset)
-                                    : static_cast<void*>(static_cast<u8*>(out) + offset);
-  outputs.scale = scales + row;
-  outputs.mirror = QUANT == kQuantFp8Mirror ? mirror + offset : mirror;
-  epilogue_row<T, H, THREADS, VPT, QUANT, NORM>(input, residual, weight, eps, outputs, scratch);
+  outputs.out = static_cast<u8*>(out) + row * kOutRowBytes<T, H, QUANT>;
+  const long long scale_offset = (long long)row * scale_row_stride;
+  outputs.scale = SCALE == kScaleE8m0 || kQuantIsMxfp4<QUANT>
+                      ? static_cast<void*>(static_cast<u8*>(scales) + scale_offset)
+                      : static_cast<void*>(static_cast<float*>(scales) + scale_offset);
+  outputs.scale_group_stride = scale_group_stride;
+  outputs.mirror = kQuantWritesMirror<QUANT> ? mirror + offset : mirror;
+  epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE>(input, residual, weight, eps, outputs, scratch);
 }
 
 template <typename T, int H, int THREADS, int VPT>

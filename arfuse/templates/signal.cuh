@@ -86,12 +86,14 @@ struct FusedArgs {
   void* residual_out;
   const void* weight;
   float eps;
-  void* out;      // T, or fp8 bytes in the quant modes
-  float* scales;  // [tokens], quant modes
-  void* mirror;   // T [tokens, H], kQuantFp8Mirror
+  void* out;     // T, or fp8 bytes in the quant modes
+  void* scales;  // per-token FP8 fp32 [tokens]; group FP8 fp32 or E8M0, MXFP4 E8M0 (strides below)
+  void* mirror;  // T [tokens, H], the _mirror modes
   unsigned long long timeout_ns;
-  const void* input;  // this rank's contribution, copied into its staging buffer; null: already there
-  int check_call;     // 1: publish and compare call descriptors at the entry barrier (every rank alike)
+  const void* input;       // this rank's contribution, copied into its staging buffer; null: already there
+  int check_call;          // 1: publish and compare call descriptors at the entry barrier (every rank alike)
+  int scale_row_stride;    // scales between rows (1 per-token; groups per row, or 1 column-major)
+  int scale_group_stride;  // scales between a row's groups (1 row-major; tokens column-major)
 };
 
 // The kernels read these structs as laid out by the device compiler; pin the host's view (the
@@ -107,6 +109,7 @@ static_assert(__builtin_offsetof(FusedArgs, rank) == sizeof(PeerBuffers), "Fused
 static_assert(__builtin_offsetof(FusedArgs, timeout_ns) == sizeof(PeerBuffers) + 64, "FusedArgs layout");
 static_assert(__builtin_offsetof(FusedArgs, input) == sizeof(PeerBuffers) + 72, "FusedArgs layout");
 static_assert(__builtin_offsetof(FusedArgs, check_call) == sizeof(PeerBuffers) + 80, "FusedArgs layout");
+static_assert(__builtin_offsetof(FusedArgs, scale_group_stride) == sizeof(PeerBuffers) + 88, "FusedArgs layout");
 #endif
 
 }  // namespace arfuse

@@ -59,12 +59,12 @@ Plan plan_call(const Topology& t, const StagePolicy& policy, const CallShape& c)
   s.hidden = c.hidden, s.dtype = c.dtype, s.target = t.target;
   if (p.path == Path::nccl) {
     p.has_kernel = c.epilogue;
-    s.module = jit::Module::rmsnorm_quant, s.quant = c.quant, s.norm = c.norm;
+    s.module = jit::Module::rmsnorm_quant, s.quant = c.quant, s.norm = c.norm, s.group = c.group, s.scale = c.scale;
     return p;
   }
   const int stage = p.path == Path::one_stage ? 1 : 2;
   s.module = c.epilogue ? jit::Module::fused_ar : jit::Module::allreduce;
-  if (c.epilogue) s.quant = c.quant, s.norm = c.norm;
+  if (c.epilogue) s.quant = c.quant, s.norm = c.norm, s.group = c.group, s.scale = c.scale;
   s.world = t.world, s.stage = stage;
   if (stage == 2) p.rows = (c.tokens + t.world - 1) / t.world;
   return p;

@@ -28,6 +28,8 @@ struct ARFUSE_API CallShape {
   jit::DType dtype = jit::DType::bf16;
   jit::Quant quant = jit::Quant::none;
   jit::Norm norm = jit::Norm::rms;
+  int group = 0;  // fp8_group modes
+  jit::ScaleFormat scale = jit::ScaleFormat::f32;
 };
 
 // The tuning that applies to one group, looked up once when the group is made (not per call).
