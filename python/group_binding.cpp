@@ -151,8 +151,21 @@ struct Pointers {
   std::uintptr_t input, residual_in, residual_out, weight, out, scales, mirror;
 };
 
+// The output mode as Python passes it: quant and norm, and the fp8_group settings.
+struct Mode {
+  std::string quant, norm;
+  int group;
+  std::string scale_format, scale_layout;
+};
+
+jit::ScaleLayout parse_layout(const std::string& text) {
+  if (text == "row_major") return jit::ScaleLayout::row_major;
+  if (text == "column_major") return jit::ScaleLayout::column_major;
+  throw Error("scale layout '" + text + "' is not one of row_major, column_major");
+}
+
 RmsnormQuantArgs epilogue_args(const Pointers& p, float eps, int tokens, int hidden, const std::string& dtype,
-                               const std::string& quant, const std::string& norm) {
+                               const Mode& mode) {
   RmsnormQuantArgs a;
   a.input = address(p.input);
   a.residual_in = address(p.residual_in);
@@ -165,8 +178,11 @@ RmsnormQuantArgs epilogue_args(const Pointers& p, float eps, int tokens, int hid
   a.tokens = tokens;
   a.hidden = hidden;
   a.dtype = jit::parse_dtype(dtype);
-  a.quant = jit::parse_quant(quant);
-  a.norm = jit::parse_norm(norm);
+  a.quant = jit::parse_quant(mode.quant);
+  a.norm = jit::parse_norm(mode.norm);
+  a.group = mode.group;
+  a.scale_format = jit::parse_scale_format(mode.scale_format);
+  a.scale_layout = parse_layout(mode.scale_layout);
   return a;
 }
 
@@ -219,19 +235,20 @@ void bind_group_class(nb::module_& m) {
       .def("force_stage", [](PyGroup& g, std::optional<int> stage) { g.group().force_stage(stage); })
       .def("prepare",
            [](PyGroup& g, int local, int hidden, const std::string& dtype, const std::string& quant,
-              const std::string& norm) {
-             g.rank(local).prepare(hidden, jit::parse_dtype(dtype), jit::parse_quant(quant), jit::parse_norm(norm));
+              const std::string& norm, int group, const std::string& scale_format) {
+             g.rank(local).prepare(hidden, jit::parse_dtype(dtype), jit::parse_quant(quant), jit::parse_norm(norm),
+                                   group, jit::parse_scale_format(scale_format));
            })
       .def("allreduce_rmsnorm",
            [](PyGroup& g, int local, std::uintptr_t input, std::uintptr_t residual_in, std::uintptr_t residual_out,
               std::uintptr_t weight, float eps, std::uintptr_t out, std::uintptr_t scales, std::uintptr_t mirror,
               int tokens, int hidden, const std::string& dtype, const std::string& quant, const std::string& norm,
-              std::uintptr_t stream) {
+              int group, const std::string& scale_format, const std::string& scale_layout, std::uintptr_t stream) {
              Rank& rank = g.rank(local);
              AllreduceRmsnormArgs args;
              static_cast<RmsnormQuantArgs&>(args) =
                  epilogue_args({input, residual_in, residual_out, weight, out, scales, mirror}, eps, tokens, hidden,
-                               dtype, quant, norm);
+                               dtype, Mode{quant, norm, group, scale_format, scale_layout});
              rank.allreduce_rmsnorm(args, Stream(rank.device(), mutable_address(stream)));
            })
       .def("allreduce",
@@ -288,12 +305,12 @@ void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatc
       "rmsnorm_quant",
       [](int device, std::uintptr_t input, std::uintptr_t residual_in, std::uintptr_t residual_out,
          std::uintptr_t weight, float eps, std::uintptr_t out, std::uintptr_t scales, std::uintptr_t mirror, int tokens,
-         int hidden, const std::string& dtype, const std::string& quant, const std::string& norm,
-         std::uintptr_t stream) {
+         int hidden, const std::string& dtype, const std::string& quant, const std::string& norm, int group,
+         const std::string& scale_format, const std::string& scale_layout, std::uintptr_t stream) {
         Context& ctx = context_for(device);
         rmsnorm_quant(ctx,
                       epilogue_args({input, residual_in, residual_out, weight, out, scales, mirror}, eps, tokens,
-                                    hidden, dtype, quant, norm),
+                                    hidden, dtype, Mode{quant, norm, group, scale_format, scale_layout}),
                       Stream(ctx.device(), mutable_address(stream)));
       },
       "The standalone epilogue (runtime/epilogue.hpp) on `device`'s stream `stream`.");

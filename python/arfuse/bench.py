@@ -88,7 +88,7 @@ class Ranks:
 
     def outputs(self):
         x = self.x[0]
-        return aft._epilogue_outputs(x, self.quant, self.comms[0].fp8_dtype)
+        return aft._epilogue_outputs(x, aft._Mode(self.quant, "rms"), self.comms[0].fp8_dtype)
 
     def op(self, r):
         return self.comms[r].allreduce_rmsnorm_(self.x[r], self.residual[r], self.weight, 1e-6, self.quant)
@@ -103,7 +103,8 @@ class Ranks:
                                   self.residual[r].data_ptr(), self.weight.data_ptr(), 1e-6, out.data_ptr(),
                                   scales.data_ptr() if scales.numel() else 0,
                                   mirror.data_ptr() if mirror.numel() else 0, x.shape[0], x.shape[1],
-                                  aft._DTYPE_NAMES[x.dtype], self.quant, "rms", self.streams[r].cuda_stream)
+                                  aft._DTYPE_NAMES[x.dtype], self.quant, "rms", 128, "f32", "row_major",
+                                  self.streams[r].cuda_stream)
 
     def each_rank(self, call):
         for r, s in enumerate(self.streams):

@@ -13,18 +13,23 @@ One process per GPU, as tensor-parallel engines run::
 The ops (``torch.ops.arfuse.*``) run on torch's current stream, have fake implementations for
 ``torch.compile(fullgraph=True)``, and can be captured into CUDA graphs once they ran eagerly:
 
-    allreduce_rmsnorm(comm, input, residual, weight, eps, quant, norm)
+    allreduce_rmsnorm(comm, input, residual, weight, eps, quant, norm, group, scale_format, scale_layout)
         -> (out, residual_out, scales, mirror)
-    allreduce_rmsnorm_inplace(comm, input, residual!, weight, eps, quant, norm)
+    allreduce_rmsnorm_inplace(comm, input, residual!, weight, eps, quant, norm, ...)
         -> (out, scales, mirror)                 # residual_out written over residual
     allreduce(comm, input) -> out
-    rmsnorm_quant(input, residual, weight, eps, quant, norm)
+    rmsnorm_quant(input, residual, weight, eps, quant, norm, ...)
         -> (out, residual_out, scales, mirror)   # the epilogue alone, for a sum made elsewhere
 
-``comm`` is a communicator's ``handle``. quant is "none", "fp8" or "fp8_mirror"; norm "rms" or
-"gemma". ``out`` is T (quant none) or FP8 (``float8_e4m3fn``; ``float8_e4m3fnuz`` on gfx942),
-``scales`` fp32 [tokens] and ``mirror`` T [tokens, hidden] (the output before quantisation);
-outputs a call does not produce are empty tensors of shape [0].
+``comm`` is a communicator's ``handle``. quant is one of QUANT_MODES; norm "rms" or "gemma".
+``out`` is T (quant none), FP8 (``float8_e4m3fn``; ``float8_e4m3fnuz`` on gfx942) for fp8 and
+fp8_group, or uint8 [tokens, hidden / 2] (two E2M1 codes per byte) for mxfp4. ``scales``: fp32
+[tokens] for fp8; for fp8_group one per `group` elements, fp32 (scale_format "f32" or
+"ue8m0_f32") or uint8 E8M0 ("e8m0"), [tokens, hidden / group] or, with scale_layout
+"column_major", [hidden / group, tokens]; for mxfp4 uint8 E8M0 [tokens, hidden / 32]. ``mirror``:
+T [tokens, hidden] (the output before quantisation) for the _mirror modes. Outputs a call does
+not produce are empty tensors of shape [0]. The block-scaled modes (fp8_group, mxfp4) have not
+run on a GPU yet.
 
 Every rank must make the same calls in the same order. A rank that does not arrive makes the
 others' kernels give up after ``timeout`` seconds: synchronise, then ``check()`` raises
@@ -40,9 +45,12 @@ import torch.distributed as dist
 
 from . import Error, Unavailable, _arfuse
 
-__all__ = ["Communicator", "local_communicators", "rmsnorm_quant", "QUANT_MODES", "NORM_MODES"]
+__all__ = ["Communicator", "local_communicators", "rmsnorm_quant", "QUANT_MODES", "NORM_MODES", "SCALE_FORMATS",
+           "SCALE_LAYOUTS"]
 
-QUANT_MODES = ("none", "fp8", "fp8_mirror")
+QUANT_MODES = ("none", "fp8", "fp8_mirror", "fp8_group", "fp8_group_mirror", "mxfp4", "mxfp4_mirror")
+SCALE_FORMATS = ("f32", "ue8m0_f32", "e8m0")
+SCALE_LAYOUTS = ("row_major", "column_major")
 NORM_MODES = ("rms", "gemma")
 _DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "f16"}
 _FP8_DTYPES = {"e4m3fn": torch.float8_e4m3fn, "e4m3fnuz": torch.float8_e4m3fnuz}
@@ -104,11 +112,50 @@ def _check_input(input):
         raise Error(f"input has shape {tuple(input.shape)}; it must be 2-D [tokens, hidden]")
 
 
-def _check_epilogue(input, residual, weight, eps, quant, norm):
+class _Mode:
+    """An epilogue's output mode: quant and norm, and for the fp8_group modes the group size,
+    the scale format and the scale layout (which the other modes ignore)."""
+
+    __slots__ = ("quant", "norm", "group", "scale_format", "scale_layout")
+
+    def __init__(self, quant, norm, group=128, scale_format="f32", scale_layout="row_major"):
+        self.quant, self.norm, self.group = quant, norm, group
+        self.scale_format, self.scale_layout = scale_format, scale_layout
+
+    @property
+    def grouped(self):
+        return self.quant in ("fp8_group", "fp8_group_mirror")
+
+    @property
+    def mx(self):
+        return self.quant in ("mxfp4", "mxfp4_mirror")
+
+    def check(self, hidden):
+        _check_mode(self.quant, self.norm)
+        if self.scale_format not in SCALE_FORMATS:
+            raise Error(f"scale_format is {self.scale_format!r}; it must be one of {', '.join(SCALE_FORMATS)}")
+        if self.scale_layout not in SCALE_LAYOUTS:
+            raise Error(f"scale_layout is {self.scale_layout!r}; it must be one of {', '.join(SCALE_LAYOUTS)}")
+        if self.grouped:
+            if self.group not in (32, 64, 128):
+                raise Error(f"group is {self.group!r}; with quant {self.quant} it must be 32, 64 or 128")
+            if hidden % self.group:
+                raise Error(f"group {self.group} does not divide hidden {hidden}")
+        if self.mx:
+            if hidden % 32:
+                raise Error(f"quant {self.quant} needs hidden divisible by 32; hidden is {hidden}")
+            if self.scale_layout != "row_major":
+                raise Error(f"{self.quant} scales are row-major [tokens, hidden / 32]; scale_layout must be row_major")
+
+    def args(self):
+        return self.quant, self.norm, self.group, self.scale_format, self.scale_layout
+
+
+def _check_epilogue(input, residual, weight, eps, mode):
     _check_input(input)
     _check_tensor("residual", residual, input.dtype, input.shape, input.device)
     _check_tensor("weight", weight, input.dtype, (input.shape[1],), input.device)
-    _check_mode(quant, norm)
+    mode.check(input.shape[1])
     if not isinstance(eps, float) or not eps >= 0.0 or eps == float("inf"):
         raise Error(f"eps is {eps!r}; it must be a finite float >= 0")
 
@@ -121,15 +168,25 @@ def _check_limits(group, input):
         raise Error(f"input has hidden size {hidden}, more than the communicator's max_hidden {group.max_hidden}")
 
 
-def _epilogue_outputs(input, quant, fp8_dtype):
+def _epilogue_outputs(input, mode, fp8_dtype):
+    """out, scales, mirror for `mode` (outputs a mode does not write are empty, shape [0])."""
     tokens, hidden = input.shape
-    if quant == "none":
-        out = torch.empty_like(input)
-        scales = input.new_empty((0,), dtype=torch.float32)
+    empty_scales = input.new_empty((0,), dtype=torch.float32)
+    if mode.quant == "none":
+        out, scales = torch.empty_like(input), empty_scales
+    elif mode.mx:
+        out = torch.empty((tokens, hidden // 2), dtype=torch.uint8, device=input.device)
+        scales = torch.empty((tokens, hidden // 32), dtype=torch.uint8, device=input.device)
+    elif mode.grouped:
+        out = torch.empty((tokens, hidden), dtype=fp8_dtype, device=input.device)
+        groups = hidden // mode.group
+        shape = (tokens, groups) if mode.scale_layout == "row_major" else (groups, tokens)
+        scale_dtype = torch.uint8 if mode.scale_format == "e8m0" else torch.float32
+        scales = torch.empty(shape, dtype=scale_dtype, device=input.device)
     else:
         out = torch.empty((tokens, hidden), dtype=fp8_dtype, device=input.device)
         scales = torch.empty((tokens,), dtype=torch.float32, device=input.device)
-    mirror = torch.empty_like(input) if quant == "fp8_mirror" else input.new_empty((0,))
+    mirror = torch.empty_like(input) if mode.quant.endswith("_mirror") else input.new_empty((0,))
     return out, scales, mirror
 
 
@@ -159,46 +216,56 @@ def _fake_fp8_dtype(device):
     return torch.float8_e4m3fn
 
 
-def _launch_fused(handle, input, residual, residual_out, weight, eps, quant, norm, out, scales, mirror):
+def _launch_fused(handle, input, residual, residual_out, weight, eps, mode, out, scales, mirror):
     group, local, _ = _lookup(handle)
     _check_limits(group, input)
     tokens, hidden = input.shape
     with torch.cuda.device(input.device):
         group.allreduce_rmsnorm(local, _address(input), _address(residual), _address(residual_out),
                                 _address(weight), eps, _address(out), _address(scales), _address(mirror), tokens,
-                                hidden, _DTYPE_NAMES[input.dtype], quant, norm, _stream_of(input.device))
+                                hidden, _DTYPE_NAMES[input.dtype], *mode.args(), _stream_of(input.device))
+
+
+Outputs4 = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+Outputs3 = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 @torch.library.custom_op("arfuse::allreduce_rmsnorm", mutates_args=())
 def _allreduce_rmsnorm(comm: int, input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
-                       quant: str, norm: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    _check_epilogue(input, residual, weight, eps, quant, norm)
-    out, scales, mirror = _epilogue_outputs(input, quant, _lookup(int(comm))[2])
+                       quant: str, norm: str, group: int = 128, scale_format: str = "f32",
+                       scale_layout: str = "row_major") -> Outputs4:
+    mode = _Mode(quant, norm, group, scale_format, scale_layout)
+    _check_epilogue(input, residual, weight, eps, mode)
+    out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2])
     residual_out = torch.empty_like(residual)
-    _launch_fused(comm, input, residual, residual_out, weight, eps, quant, norm, out, scales, mirror)
+    _launch_fused(comm, input, residual, residual_out, weight, eps, mode, out, scales, mirror)
     return out, residual_out, scales, mirror
 
 
 @_allreduce_rmsnorm.register_fake
-def _(comm, input, residual, weight, eps, quant, norm):
-    _check_epilogue(input, residual, weight, eps, quant, norm)
-    out, scales, mirror = _epilogue_outputs(input, quant, _lookup(int(comm))[2])
+def _(comm, input, residual, weight, eps, quant, norm, group=128, scale_format="f32", scale_layout="row_major"):
+    mode = _Mode(quant, norm, group, scale_format, scale_layout)
+    _check_epilogue(input, residual, weight, eps, mode)
+    out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2])
     return out, torch.empty_like(residual), scales, mirror
 
 
 @torch.library.custom_op("arfuse::allreduce_rmsnorm_inplace", mutates_args=("residual",))
 def _allreduce_rmsnorm_inplace(comm: int, input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
-                               eps: float, quant: str, norm: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    _check_epilogue(input, residual, weight, eps, quant, norm)
-    out, scales, mirror = _epilogue_outputs(input, quant, _lookup(int(comm))[2])
-    _launch_fused(comm, input, residual, residual, weight, eps, quant, norm, out, scales, mirror)
+                               eps: float, quant: str, norm: str, group: int = 128, scale_format: str = "f32",
+                               scale_layout: str = "row_major") -> Outputs3:
+    mode = _Mode(quant, norm, group, scale_format, scale_layout)
+    _check_epilogue(input, residual, weight, eps, mode)
+    out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2])
+    _launch_fused(comm, input, residual, residual, weight, eps, mode, out, scales, mirror)
     return out, scales, mirror
 
 
 @_allreduce_rmsnorm_inplace.register_fake
-def _(comm, input, residual, weight, eps, quant, norm):
-    _check_epilogue(input, residual, weight, eps, quant, norm)
-    return _epilogue_outputs(input, quant, _lookup(int(comm))[2])
+def _(comm, input, residual, weight, eps, quant, norm, group=128, scale_format="f32", scale_layout="row_major"):
+    mode = _Mode(quant, norm, group, scale_format, scale_layout)
+    _check_epilogue(input, residual, weight, eps, mode)
+    return _epilogue_outputs(input, mode, _lookup(int(comm))[2])
 
 
 @torch.library.custom_op("arfuse::allreduce", mutates_args=())
@@ -223,30 +290,34 @@ def _(comm, input):
 
 @torch.library.custom_op("arfuse::rmsnorm_quant", mutates_args=())
 def _rmsnorm_quant(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, quant: str,
-                   norm: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    _check_epilogue(input, residual, weight, eps, quant, norm)
-    out, scales, mirror = _epilogue_outputs(input, quant, _fp8_dtype_of(input.device))
+                   norm: str, group: int = 128, scale_format: str = "f32", scale_layout: str = "row_major") -> Outputs4:
+    mode = _Mode(quant, norm, group, scale_format, scale_layout)
+    _check_epilogue(input, residual, weight, eps, mode)
+    out, scales, mirror = _epilogue_outputs(input, mode, _fp8_dtype_of(input.device))
     residual_out = torch.empty_like(residual)
     tokens, hidden = input.shape
     index = input.device.index
     with torch.cuda.device(input.device):
         _arfuse.rmsnorm_quant(index, _address(input), _address(residual), _address(residual_out), _address(weight),
                               eps, _address(out), _address(scales), _address(mirror), tokens, hidden,
-                              _DTYPE_NAMES[input.dtype], quant, norm, _stream_of(input.device))
+                              _DTYPE_NAMES[input.dtype], *mode.args(), _stream_of(input.device))
     return out, residual_out, scales, mirror
 
 
 @_rmsnorm_quant.register_fake
-def _(input, residual, weight, eps, quant, norm):
-    _check_epilogue(input, residual, weight, eps, quant, norm)
-    out, scales, mirror = _epilogue_outputs(input, quant, _fake_fp8_dtype(input.device))
+def _(input, residual, weight, eps, quant, norm, group=128, scale_format="f32", scale_layout="row_major"):
+    mode = _Mode(quant, norm, group, scale_format, scale_layout)
+    _check_epilogue(input, residual, weight, eps, mode)
+    out, scales, mirror = _epilogue_outputs(input, mode, _fake_fp8_dtype(input.device))
     return out, torch.empty_like(residual), scales, mirror
 
 
-def rmsnorm_quant(input, residual, weight, eps=1e-6, quant="none", norm="rms"):
-    """The epilogue alone (residual add + RMSNorm/Gemma + optional per-token FP8) on a tensor
-    that was all-reduced elsewhere: ``(out, residual_out, scales, mirror)``."""
-    return torch.ops.arfuse.rmsnorm_quant(input, residual, weight, float(eps), quant, norm)
+def rmsnorm_quant(input, residual, weight, eps=1e-6, quant="none", norm="rms", group=128, scale_format="f32",
+                  scale_layout="row_major"):
+    """The epilogue alone (residual add + RMSNorm/Gemma + optional FP8 per token or per group,
+    or MXFP4) on a tensor that was all-reduced elsewhere: ``(out, residual_out, scales, mirror)``."""
+    return torch.ops.arfuse.rmsnorm_quant(input, residual, weight, float(eps), quant, norm, group, scale_format,
+                                          scale_layout)
 
 
 class _DeviceMemory:
@@ -334,16 +405,19 @@ class Communicator:
         self.handle = _register(impl, local, self.fp8_dtype)
 
     # -- calls ------------------------------------------------------------------------------
-    def allreduce_rmsnorm(self, input, residual, weight, eps=1e-6, quant="none", norm="rms"):
-        """Sum over ranks + residual add + RMSNorm/Gemma + optional FP8, as new tensors:
-        ``(out, residual_out, scales, mirror)``."""
-        return torch.ops.arfuse.allreduce_rmsnorm(self.handle, input, residual, weight, float(eps), quant, norm)
+    def allreduce_rmsnorm(self, input, residual, weight, eps=1e-6, quant="none", norm="rms", group=128,
+                          scale_format="f32", scale_layout="row_major"):
+        """Sum over ranks + residual add + RMSNorm/Gemma + optional FP8 (per token or per group)
+        or MXFP4, as new tensors: ``(out, residual_out, scales, mirror)``."""
+        return torch.ops.arfuse.allreduce_rmsnorm(self.handle, input, residual, weight, float(eps), quant, norm, group,
+                                                  scale_format, scale_layout)
 
-    def allreduce_rmsnorm_(self, input, residual, weight, eps=1e-6, quant="none", norm="rms"):
+    def allreduce_rmsnorm_(self, input, residual, weight, eps=1e-6, quant="none", norm="rms", group=128,
+                           scale_format="f32", scale_layout="row_major"):
         """As allreduce_rmsnorm, with residual_out written over `residual` (as engines keep it):
         ``(out, scales, mirror)``."""
         return torch.ops.arfuse.allreduce_rmsnorm_inplace(self.handle, input, residual, weight, float(eps), quant,
-                                                          norm)
+                                                          norm, group, scale_format, scale_layout)
 
     def allreduce(self, input):
         """The sum over ranks of `input` [tokens, hidden] (fp32 in rank order, rounded once)."""
@@ -364,11 +438,11 @@ class Communicator:
         raw = _DeviceMemory(group.input_buffer(self._local_rank), (tokens, hidden))
         return torch.as_tensor(raw, device=self.device).view(dtype)
 
-    def prepare(self, hidden, dtype, quant="none", norm="rms"):
+    def prepare(self, hidden, dtype, quant="none", norm="rms", group=128, scale_format="f32"):
         """Loads every kernel a call of this hidden size and mode can take (compiling on a cache
         miss). Call it on every rank before the first call of a shape, and before graph capture."""
-        _check_mode(quant, norm)
-        self._group().prepare(self._local_rank, hidden, _dtype_name(dtype), quant, norm)
+        _Mode(quant, norm, group, scale_format).check(hidden)
+        self._group().prepare(self._local_rank, hidden, _dtype_name(dtype), quant, norm, group, scale_format)
 
     # -- state ------------------------------------------------------------------------------
     def check(self):

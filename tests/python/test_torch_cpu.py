@@ -37,7 +37,7 @@ def test_import_does_not_need_a_gpu_and_registers_the_ops():
     assert "!" not in str(torch.ops.arfuse.allreduce_rmsnorm.default._schema)
 
 
-@pytest.mark.parametrize("quant", aft.QUANT_MODES)
+@pytest.mark.parametrize("quant", ["none", "fp8", "fp8_mirror"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_fake_outputs(handle, quant, dtype):
     with FakeTensorMode():
@@ -56,6 +56,31 @@ def test_fake_outputs(handle, quant, dtype):
         assert [o.shape for o in standalone] == [out.shape, res.shape, scales.shape, mirror.shape]
 
 
+@pytest.mark.parametrize("layout", aft.SCALE_LAYOUTS)
+@pytest.mark.parametrize("scale_format", aft.SCALE_FORMATS)
+@pytest.mark.parametrize("group", [32, 64, 128])
+def test_fake_outputs_of_group_fp8(handle, group, scale_format, layout):
+    with FakeTensorMode():
+        x, r, w = tensors(7, 256)
+        out, res, scales, mirror = torch.ops.arfuse.allreduce_rmsnorm(handle, x, r, w, 1e-6, "fp8_group_mirror", "rms",
+                                                                      group, scale_format, layout)
+        assert out.shape == (7, 256) and out.dtype == torch.float8_e4m3fn
+        assert scales.shape == ((7, 256 // group) if layout == "row_major" else (256 // group, 7))
+        assert scales.dtype == (torch.uint8 if scale_format == "e8m0" else torch.float32)
+        assert mirror.shape == (7, 256)
+
+
+def test_fake_outputs_of_mxfp4(handle):
+    with FakeTensorMode():
+        x, r, w = tensors(5, 96)
+        out, scales, mirror = torch.ops.arfuse.allreduce_rmsnorm_inplace(handle, x, r, w, 1e-6, "mxfp4", "gemma")
+        assert out.shape == (5, 48) and out.dtype == torch.uint8  # two E2M1 codes per byte
+        assert scales.shape == (5, 3) and scales.dtype == torch.uint8
+        assert mirror.shape == (0,)
+        standalone = aft.rmsnorm_quant(x, r, w, quant="mxfp4_mirror")
+        assert [tuple(t.shape) for t in standalone] == [(5, 48), (5, 96), (5, 3), (5, 96)]
+
+
 def bad_calls():
     """(what is wrong, a function of (handle, x, r, w) that makes the call, the words the message must hold)."""
     op = torch.ops.arfuse.allreduce_rmsnorm
@@ -72,6 +97,16 @@ def bad_calls():
         ("norm", lambda h, x, r, w: op(h, x, r, w, 1e-6, "none", "layer"), "norm is 'layer'"),
         ("eps", lambda h, x, r, w: op(h, x, r, w, -1.0, "none", "rms"), "eps is -1.0"),
         ("closed handle", lambda h, x, r, w: op(h + 1000, x, r, w, 1e-6, "none", "rms"), "is closed or was never"),
+        ("group size", lambda h, x, r, w: op(h, x, r, w, 1e-6, "fp8_group", "rms", 48), "group is 48"),
+        ("group divides", lambda h, x, r, w: op(h, x[:, :48].contiguous(), r[:, :48].contiguous(), w[:48], 1e-6, "fp8_group", "rms", 32),
+         "group 32 does not divide hidden 48"),
+        ("scale format", lambda h, x, r, w: op(h, x, r, w, 1e-6, "fp8_group", "rms", 64, "f16"), "scale_format is 'f16'"),
+        ("scale layout", lambda h, x, r, w: op(h, x, r, w, 1e-6, "fp8_group", "rms", 64, "f32", "rows"),
+         "scale_layout is 'rows'"),
+        ("mxfp4 layout", lambda h, x, r, w: op(h, x, r, w, 1e-6, "mxfp4", "rms", 128, "f32", "column_major"),
+         "must be row_major"),
+        ("mxfp4 hidden", lambda h, x, r, w: op(h, x[:, :48].contiguous(), r[:, :48].contiguous(), w[:48], 1e-6, "mxfp4", "rms"),
+         "divisible by 32"),
         ("plain all-reduce", lambda h, x, r, w: torch.ops.arfuse.allreduce(h, x[0]), "must be 2-D"),
     ]
 

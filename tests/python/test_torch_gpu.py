@@ -139,6 +139,9 @@ def numerics(dist, aft, comm, rank, world, seed):
         for quant in QUANTS:
             comm.prepare(hidden, dtype, quant, norm)
         comm.prepare(hidden, dtype, "none", "rms")
+        comm.prepare(hidden, dtype, "fp8_group_mirror", norm, group=64, scale_format="e8m0")
+        comm.prepare(hidden, dtype, "fp8_group", norm, group=32, scale_format="ue8m0_f32")
+        comm.prepare(hidden, dtype, "mxfp4_mirror", norm)
         for stage in (1, 2):
             comm.force_stage(stage)
             xs, residual_cpu, weight_cpu = rank_inputs(seed + 100 * case + stage, world, tokens, hidden, dtype)
@@ -173,6 +176,19 @@ def numerics(dist, aft, comm, rank, world, seed):
                     assert_same_bytes(b, a, f"{name}: fused vs rmsnorm_quant of the reference sum, {what}")
                 for name, t in zip(("out", "residual_out", "scales", "mirror"), outputs[quant]):
                     same_on_every_rank(dist, t, f"{name} {what}")
+
+            # Block-scaled modes (contract 7b, 7c): fused == standalone epilogue of the reference
+            # sum, the mirror == the unquantised output, and the same bytes on every rank.
+            for extra in (dict(quant="fp8_group_mirror", group=64, scale_format="e8m0", scale_layout="column_major"),
+                          dict(quant="fp8_group", group=32, scale_format="ue8m0_f32", scale_layout="row_major"),
+                          dict(quant="mxfp4_mirror")):
+                what = f"{extra} {where}"
+                fused = comm.allreduce_rmsnorm(x, residual, weight, eps, norm=norm, **extra)
+                alone = aft.rmsnorm_quant(total, residual, weight, eps, norm=norm, **extra)
+                for name, a, b in zip(("out", "residual_out", "scales", "mirror"), fused, alone):
+                    assert_same_bytes(a, b, f"{name}: fused vs rmsnorm_quant of the reference sum, {what}")
+                    same_on_every_rank(dist, a, f"{name} {what}")
+                assert_same_bytes(fused[3], outputs["none"][0], f"mirror vs the unquantised output, {what}")
 
             # The input written into the staging buffer: read in place, the same bytes.
             staged = comm.input_buffer(tokens, hidden, dtype)
