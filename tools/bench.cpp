@@ -43,7 +43,8 @@ modes:
 options:
   --shapes LIST   tokens x hidden, e.g. 2517x6144,12x6144 (default: 12x6144,128x8192,512x6144,
                   2517x6144,4097x6144,2048x8192)
-  --quant LIST    output modes: none (T out), fp8 (default: none,fp8)
+  --quant LIST    output modes: none (T out), fp8 (per token), fp8_group (group 128, fp32
+                  scales), mxfp4 (default: none,fp8)
   --world N       ranks for fused/allreduce (default 4)
   --stage N       force 1 or 2 for fused (default: the tuning table)
   --call-check-cost  (fused) also time the fused kernel with the cross-rank call check off,
@@ -75,7 +76,7 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
   for (const Shape& s : parse_shapes(cl.value("shapes", kDefaultShapes))) {
     for (Quant q : parse_quants(cl.value("quant", "none,fp8"))) {
       const std::size_t n = std::size_t(s.tokens) * s.hidden;
-      const std::size_t out_bytes = q == Quant::none ? n * 2 : n + std::size_t(s.tokens) * 4;
+      const std::size_t out_bytes = output_bytes(q, std::size_t(s.tokens), std::size_t(s.hidden));
       const std::size_t call_bytes = n * 2 * 3 + out_bytes + std::size_t(s.hidden) * 2;
       const int k = rotation(call_bytes);
       const Bits16 in = random_bits(rng, n), res = random_bits(rng, n),
@@ -87,9 +88,10 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       DeviceBuffer weight(ctx.device(), std::size_t(s.hidden) * 2);
       weight.upload(w);
       for (int i = 0; i < k; ++i) {
-        sets.push_back(Set{DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2),
-                           DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2),
-                           DeviceBuffer(ctx.device(), std::size_t(s.tokens) * 4)});
+        sets.push_back(
+            Set{DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2),
+                DeviceBuffer(ctx.device(), n * 2),
+                DeviceBuffer(ctx.device(), scale_buffer_bytes(std::size_t(s.tokens), std::size_t(s.hidden)))});
         sets.back().in.upload(in), sets.back().res.upload(res);
       }
       auto args_for = [&](int i) {
@@ -97,14 +99,13 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
         Set& set = sets[size_t(i % k)];
         a.input = set.in.get(), a.residual_in = set.res.get(), a.residual_out = set.res_out.get(),
         a.weight = weight.get();
-        a.out = set.out.get(), a.scales = static_cast<float*>(set.scales.get()), a.tokens = s.tokens,
-        a.hidden = s.hidden;
+        a.out = set.out.get(), a.scales = set.scales.get(), a.tokens = s.tokens, a.hidden = s.hidden;
         a.quant = q;
         return a;
       };
       Stream stream(ctx.device());
       std::vector<Stream*> streams{&stream};
-      Row row{"rmsnorm_quant", 1, s, q == Quant::none ? "bf16" : "fp8", {}, double(call_bytes)};
+      Row row{"rmsnorm_quant", 1, s, out_name(q), {}, double(call_bytes)};
       row.t = time_graphs(
           ctx.device(), streams, [&](int, int c) { rmsnorm_quant(ctx, args_for(c), stream); }, replays, runs);
       stream.synchronize();
@@ -112,11 +113,14 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       const auto e = reference::epilogue(config, s.tokens, in, res, w);
       row.exact = true;
       compare_t(row, sets[0].res_out.download<std::uint16_t>(n), e.residual_out);
-      if (q == Quant::none)
+      if (q == Quant::none) {
         compare_t(row, sets[0].out.download<std::uint16_t>(n), e.out);
-      else
+      } else if (q == Quant::fp8) {
         compare_fp8(row, sets[0].out.download<std::uint8_t>(n), sets[0].scales.download<float>(size_t(s.tokens)), e.q,
                     e.scales, s.hidden, config.target.fp8_format());
+      } else {
+        compare_block_scaled(row, sets[0].out, sets[0].scales, e);
+      }
       row.resources = describe_resources(ctx.kernel(ctx.spec(jit::Module::rmsnorm_quant, s.hidden, DType::bf16, q)));
       rows.push_back(row);
     }

@@ -30,12 +30,46 @@ std::vector<Shape> parse_shapes(const std::string& text) {
 }
 
 std::vector<jit::Quant> parse_quants(const std::string& text) {
+  static const std::vector<std::string> allowed{"none", "fp8", "fp8_group", "mxfp4"};
   std::vector<jit::Quant> out;
-  for (const std::string q : {"none", "fp8"}) {
-    if (("," + text + ",").find("," + q + ",") != std::string::npos) out.push_back(jit::parse_quant(q));
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t end = text.find(',', pos);
+    const std::string item = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    if (std::find(allowed.begin(), allowed.end(), item) == allowed.end()) {
+      throw UsageError(fmt::format("--quant: '{}' is not one of none, fp8, fp8_group, mxfp4 (comma-separated)", item));
+    }
+    out.push_back(jit::parse_quant(item));
+    if (end == std::string::npos) break;
+    pos = end + 1;
   }
-  if (out.empty()) throw UsageError("--quant takes none and/or fp8");
   return out;
+}
+
+std::string out_name(jit::Quant q) {
+  if (q == jit::Quant::fp8_group) return "fp8_group128";
+  return q == jit::Quant::none ? "bf16" : jit::to_string(q);
+}
+
+std::size_t output_bytes(jit::Quant q, std::size_t tokens, std::size_t hidden) {
+  const std::size_t n = tokens * hidden;
+  switch (q) {
+    case jit::Quant::none: return n * 2;
+    case jit::Quant::fp8: return n + tokens * 4;
+    case jit::Quant::fp8_group: return n + tokens * (hidden / 128) * 4;
+    case jit::Quant::mxfp4: return n / 2 + tokens * (hidden / 32);
+    default: throw UsageError(fmt::format("the bench does not time quant {}", jit::to_string(q)));
+  }
+}
+
+std::size_t scale_buffer_bytes(std::size_t tokens, std::size_t hidden) {
+  return std::max(tokens * 4, tokens * (hidden / 32));  // fp32 per token; fp32 per 128 = byte per 32
+}
+
+void compare_bytes(Row& row, const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& expected) {
+  const bool equal = got == expected;
+  row.exact = row.exact && equal;
+  if (!equal) row.max_error = INFINITY;
 }
 
 std::vector<int> parse_ints(const std::string& text, const char* what, int min, int max) {
@@ -81,6 +115,17 @@ void compare_t(Row& row, const reference::Bits16& got, const reference::Bits16& 
         std::fabs(double(reference::bf16_to_float(got[i])) - double(reference::bf16_to_float(expected[i])));
     row.max_error = std::max(row.max_error, std::isnan(d) ? INFINITY : d);
   }
+}
+
+void compare_block_scaled(Row& row, DeviceBuffer& out, DeviceBuffer& scales, const reference::EpilogueOutputs& e) {
+  compare_bytes(row, out.download<std::uint8_t>(e.q.size()), e.q);
+  if (!e.scale_bytes.empty()) {
+    compare_bytes(row, scales.download<std::uint8_t>(e.scale_bytes.size()), e.scale_bytes);
+    return;
+  }
+  std::vector<std::uint8_t> expected(e.scales.size() * 4);
+  std::memcpy(expected.data(), e.scales.data(), expected.size());
+  compare_bytes(row, scales.download<std::uint8_t>(expected.size()), expected);
 }
 
 void compare_fp8(Row& row, const std::vector<std::uint8_t>& q, const std::vector<float>& scales,

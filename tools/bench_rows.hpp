@@ -38,7 +38,14 @@ struct Row {
 constexpr const char* kDefaultShapes = "12x6144,128x8192,512x6144,2517x6144,4097x6144,2048x8192";
 
 std::vector<Shape> parse_shapes(const std::string& text);
+// none, fp8, fp8_group (group 128, fp32 scales, row-major) and mxfp4.
 std::vector<jit::Quant> parse_quants(const std::string& text);
+// What a row's output is called in the tables: bf16, fp8, fp8_group128, mxfp4.
+std::string out_name(jit::Quant quant);
+// Bytes one call writes as output and scales for tokens x hidden (T = bf16).
+std::size_t output_bytes(jit::Quant quant, std::size_t tokens, std::size_t hidden);
+// Bytes a scales buffer needs for any mode parse_quants takes.
+std::size_t scale_buffer_bytes(std::size_t tokens, std::size_t hidden);
 std::vector<int> parse_ints(const std::string& text, const char* what, int min, int max);
 // Enough copies of a tensor that one graph's calls do not all fit in the 60 MB L2.
 int rotation(std::size_t bytes_per_call);
@@ -48,6 +55,11 @@ reference::Bits16 random_bits(std::mt19937& rng, std::size_t n, float scale = 1.
 // Exactness of one rank's outputs against the reference: sets `exact` (and-ed into the row) and
 // raises `max_error`.
 void compare_t(Row& row, const reference::Bits16& got, const reference::Bits16& expected);
+// Block-scaled outputs: exact means equal bytes (codes and scales); no error is decoded.
+void compare_bytes(Row& row, const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& expected);
+// A block-scaled row's codes and scales (fp32 or E8M0 bytes) against the reference, byte for byte.
+void compare_block_scaled(Row& row, DeviceBuffer& out, DeviceBuffer& scales,
+                          const reference::EpilogueOutputs& expected);
 void compare_fp8(Row& row, const std::vector<std::uint8_t>& q, const std::vector<float>& scales,
                  const std::vector<std::uint8_t>& q_expected, const std::vector<float>& scales_expected, int hidden,
                  jit::Fp8Format format);

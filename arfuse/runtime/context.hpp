@@ -41,7 +41,7 @@ class ARFUSE_API Context {
   const LaunchableKernel& kernel(const jit::KernelSpec& spec);
   // A spec for this device's target.
   jit::KernelSpec spec(jit::Module module, int hidden, jit::DType dtype, jit::Quant quant = jit::Quant::none,
-                       jit::Norm norm = jit::Norm::rms, int world = 1, int stage = 1, int group = 0,
+                       jit::Norm norm = jit::Norm::rms, int world = 1, int stage = 1, int group = 128,
                        jit::ScaleFormat scale = jit::ScaleFormat::f32) const;
 
  private:
