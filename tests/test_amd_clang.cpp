@@ -68,7 +68,8 @@ TEST_CASE("the clang back end builds every module for the AMD targets", "[cpu][a
         "fused_ar/h6144/bf16/fp8/rms/w4/s1/", "fused_ar/h2880/f16/fp8_mirror/gemma/w8/s2/",
         "allreduce/h4096/bf16/w2/s2/", "rmsnorm_quant/h7168/bf16/fp8_group/g128/e8m0/rms/",
         "rmsnorm_quant/h2880/f16/mxfp4/gemma/", "fused_ar/h7168/bf16/fp8_group/g32/ue8m0_f32/rms/w8/s1/",
-        "fused_ar/h2880/bf16/mxfp4_mirror/rms/w4/s2/"}) {
+        "fused_ar/h2880/bf16/mxfp4_mirror/rms/w4/s2/", "group_quant/h7168/bf16/fp8_group/g64/e8m0/",
+        "group_quant/h2880/f16/mxfp4/"}) {
     const std::string spec = body + target;
     CAPTURE(spec);
     const CompiledCode code = compile(spec);

@@ -81,6 +81,13 @@ TEST_CASE("NVRTC compiles every rmsnorm_quant and token_quant spec for sm_90", "
   KernelSpec tq = KernelSpec::parse("token_quant/h6144/bf16/sm_90");
   tq.hidden = hidden, tq.dtype = dtype;
   REQUIRE(nvrtc->compile(render(tq)).payload.size() > 1000);
+  for (Quant quant : {Quant::fp8_group, Quant::mxfp4}) {
+    KernelSpec gq = KernelSpec::parse("group_quant/h2048/bf16/mxfp4/sm_90");
+    gq.hidden = hidden, gq.dtype = dtype, gq.quant = quant, gq.group = hidden % 128 == 0 ? 128 : 32;
+    gq.scale = all_scale_formats()[size_t(hidden / 8) % all_scale_formats().size()];
+    CAPTURE(gq.text());
+    REQUIRE(nvrtc->compile(render(gq)).payload.size() > 1000);
+  }
 }
 
 TEST_CASE("NVRTC compiles the fused kernels' block-scaled modes for sm_90", "[cpu][nvrtc]") {

@@ -155,6 +155,20 @@ void check_block_scaled(Context& ctx, const BlockScaledCase& c) {
   }
   if (writes_mirror(c.quant)) {
     test::require_bits_equal(d_mirror.download<std::uint16_t>(n), expected.mirror, "mirror", hidden);
+    // As contract step 8 for per-token FP8: group_quant of the mirror gives the same bytes and scales.
+    DeviceBuffer d_q2(ctx.device(), out_bytes), d_s2(ctx.device(), groups * 4);
+    d_q2.fill(kPoison), d_s2.fill(kPoison);
+    GroupQuantArgs gq;
+    gq.input = d_mirror.get(), gq.out = d_q2.get(), gq.scales = d_s2.get(), gq.tokens = tokens, gq.hidden = hidden;
+    gq.dtype = c.dtype, gq.quant = mx ? Quant::mxfp4 : Quant::fp8_group, gq.group = c.group;
+    gq.scale_format = c.scale_format, gq.scale_layout = c.scale_layout;
+    group_quant(ctx, gq, stream);
+    stream.synchronize();
+    test::require_bits_equal(d_q2.download<std::uint8_t>(out_bytes), expected.q, "group_quant(mirror)",
+                             mx ? hidden / 2 : hidden);
+    const size_t scale_bytes = groups * (byte_scales ? 1 : 4);
+    test::require_bits_equal(d_s2.download<std::uint8_t>(scale_bytes), d_scales.download<std::uint8_t>(scale_bytes),
+                             "group_quant(mirror) scales vs the epilogue's", int(scale_bytes / size_t(tokens)));
   }
 }
 

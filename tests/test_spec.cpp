@@ -91,8 +91,9 @@ TEST_CASE("spec sets expand as cartesian products and reject bad configs with th
   // 128 does not divide 2880) and mxfp4 (all 7); token_quant; fused_ar the same x 3 worlds x 2 stages;
   // allreduce.
   const int epilogue_modes = 7 * 3 + 6 + 7;
+  const int group_quant = (6 + 7) * 2;  // group_quant: fp8_group g128 and mxfp4, both dtypes
   CHECK(default_specs(sm90).size() ==
-        size_t(epilogue_modes * 2 * 2 + 7 * 2 + epilogue_modes * 2 * 2 * 3 * 2 + 7 * 2 * 3 * 2));
+        size_t(epilogue_modes * 2 * 2 + 7 * 2 + epilogue_modes * 2 * 2 * 3 * 2 + 7 * 2 * 3 * 2 + group_quant));
   auto set = parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "rmsnorm_quant", "hidden": [6144, 8192],
       "dtype": ["bf16"], "quant": ["none", "fp8"], "norm": ["rms", "gemma"]}]})"),
                             sm90);
@@ -170,4 +171,15 @@ TEST_CASE("block-scaled modes: bad group sizes and hidden sizes are named", "[cp
       "quant": "fp8_group", "group": [64, 128], "scale": ["f32", "e8m0"], "norm": "rms", "world": 4, "stage": 1}]})"),
                        sm90);
   CHECK(set.specs.size() == 4);
+  // group_quant takes fp8_group and mxfp4 only: named with another mode, a clear error.
+  CHECK(KernelSpec::parse("group_quant/h7168/bf16/fp8_group/g128/e8m0/sm_90").text() ==
+        "group_quant/h7168/bf16/fp8_group/g128/e8m0/sm_90");
+  CHECK(KernelSpec::parse("group_quant/h2880/f16/mxfp4/sm_90").quant == Quant::mxfp4);
+  CHECK_THROWS_WITH(KernelSpec::parse("group_quant/h7168/bf16/fp8/sm_90"), Contains("fp8_group or mxfp4"));
+  CHECK_THROWS_WITH(
+      parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "group_quant", "quant": "fp8"}]})"), sm90),
+      Contains("$.specs[0]") && Contains("fp8_group or mxfp4"));
+  // Without "quant": the modes it takes, with the default group 128 and fp32 scales, both dtypes.
+  set = parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "group_quant", "hidden": 4096}]})"), sm90);
+  CHECK(set.specs.size() == 2 * 2);
 }

@@ -44,7 +44,7 @@ int parse_prefixed_int(std::string_view part, char prefix, std::string_view what
 
 }  // namespace
 
-bool uses_quant(Module m) { return m == Module::rmsnorm_quant || m == Module::fused_ar; }
+bool uses_quant(Module m) { return m == Module::rmsnorm_quant || m == Module::fused_ar || m == Module::group_quant; }
 bool uses_norm(Module m) { return m == Module::rmsnorm_quant || m == Module::fused_ar; }
 bool uses_world(Module m) { return m == Module::fused_ar || m == Module::allreduce; }
 bool is_group_fp8(Quant q) { return q == Quant::fp8_group || q == Quant::fp8_group_mirror; }
@@ -61,6 +61,9 @@ void KernelSpec::validate() const {
                     hidden, kMaxHidden));
   }
   const KernelSpec c = canonical();
+  if (module == Module::group_quant && quant != Quant::fp8_group && quant != Quant::mxfp4) {
+    throw Error(fmt::format("group_quant quantises y with fp8_group or mxfp4, not {}", to_string(quant)));
+  }
   if (is_group_fp8(c.quant)) {
     if (!valid_group_size(c.group)) {
       throw Error(
@@ -125,6 +128,7 @@ KernelSpec KernelSpec::parse(std::string_view text) {
                             s.module == Module::fused_ar      ? "fused_ar/h6144/bf16/fp8/rms/w4/s1/sm_90"
                             : s.module == Module::allreduce   ? "allreduce/h6144/bf16/w4/s1/sm_90"
                             : s.module == Module::token_quant ? "token_quant/h6144/bf16/sm_90"
+                            : s.module == Module::group_quant ? "group_quant/h7168/bf16/fp8_group/g128/f32/sm_90"
                                                               : "rmsnorm_quant/h6144/bf16/fp8/rms/sm_90"));
   }
   size_t i = 1;
@@ -188,6 +192,7 @@ const char* to_string(Module v) {
   switch (v) {
     case Module::rmsnorm_quant: return "rmsnorm_quant";
     case Module::token_quant: return "token_quant";
+    case Module::group_quant: return "group_quant";
     case Module::fused_ar: return "fused_ar";
     case Module::allreduce: return "allreduce";
   }
@@ -217,7 +222,8 @@ const char* to_string(ScaleFormat v) {
 const char* to_string(Norm v) { return v == Norm::rms ? "rms" : "gemma"; }
 
 const std::vector<Module>& all_modules() {
-  static const std::vector<Module> v{Module::rmsnorm_quant, Module::token_quant, Module::fused_ar, Module::allreduce};
+  static const std::vector<Module> v{Module::rmsnorm_quant, Module::token_quant, Module::fused_ar, Module::allreduce,
+                                     Module::group_quant};
   return v;
 }
 const std::vector<DType>& all_dtypes() {

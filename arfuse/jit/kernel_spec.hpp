@@ -7,6 +7,7 @@
 //   fused_ar/h6144/bf16/fp8_mirror/gemma/w4/s2/sm_90
 //   fused_ar/h7168/bf16/fp8_group/g128/ue8m0_f32/rms/w8/s1/sm_90   (group size, scale format)
 //   rmsnorm_quant/h2880/bf16/mxfp4/rms/sm_90
+//   group_quant/h7168/bf16/fp8_group/g128/e8m0/sm_90
 //   allreduce/h6144/bf16/w4/s1/sm_90
 #pragma once
 
@@ -24,7 +25,8 @@
 
 namespace arfuse::jit {
 
-enum class Module { rmsnorm_quant, token_quant, fused_ar, allreduce };
+// group_quant: steps 7b/7c alone on y (fp8_group or mxfp4), as token_quant is step 7 alone.
+enum class Module { rmsnorm_quant, token_quant, fused_ar, allreduce, group_quant };
 enum class DType { f16, bf16 };
 // The device code's mode codes (templates/limits.cuh), so a mode is passed to a kernel as int(mode).
 enum class Quant {

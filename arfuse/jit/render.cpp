@@ -8,7 +8,7 @@ namespace {
 const char* device_type(DType dtype) { return dtype == DType::f16 ? "arfuse::f16_t" : "arfuse::bf16_t"; }
 
 const char* root_template(Module module) {
-  return module == Module::rmsnorm_quant || module == Module::token_quant ? "rmsnorm_quant.cuh" : "fused_ar.cuh";
+  return module == Module::fused_ar || module == Module::allreduce ? "fused_ar.cuh" : "rmsnorm_quant.cuh";
 }
 
 std::string name_expression(const KernelSpec& s, const BlockShape& b) {
@@ -19,6 +19,9 @@ std::string name_expression(const KernelSpec& s, const BlockShape& b) {
                          b.vectors_per_thread, int(s.quant), int(s.norm), s.group, int(s.scale));
     case Module::token_quant:
       return fmt::format("arfuse::token_quant_kernel<{}, {}, {}, {}>", t, s.hidden, b.threads, b.vectors_per_thread);
+    case Module::group_quant:
+      return fmt::format("arfuse::group_quant_kernel<{}, {}, {}, {}, {}, {}, {}>", t, s.hidden, b.threads,
+                         b.vectors_per_thread, int(s.quant), s.group, int(s.scale));
     case Module::fused_ar:
     case Module::allreduce: {
       const bool epilogue = s.module == Module::fused_ar;

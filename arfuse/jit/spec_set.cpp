@@ -69,6 +69,7 @@ struct Selection {
   std::vector<DType> dtypes;
   std::vector<Quant> quants;
   bool quants_defaulted = false;
+  bool modules_defaulted = false;  // group_quant then skips the modes it does not take
   std::vector<int> groups;
   std::vector<ScaleFormat> scales;
   std::vector<Norm> norms;
@@ -97,6 +98,8 @@ void expand(Module m, const Selection& sel, const std::vector<Target>& targets, 
                 for (int ww : w)
                   for (int ss : s) {
                     if (sel.quants_defaulted && !divides(qq, g, h)) continue;
+                    const bool takes = m != Module::group_quant || qq == Quant::fp8_group || qq == Quant::mxfp4;
+                    if (!takes && (sel.quants_defaulted || sel.modules_defaulted)) continue;
                     KernelSpec spec;
                     spec.module = m, spec.hidden = h, spec.dtype = d, spec.quant = qq, spec.norm = nn;
                     spec.group = g, spec.scale = sf, spec.world = ww, spec.stage = ss, spec.target = target;
@@ -130,8 +133,11 @@ const std::vector<Quant>& default_quants() {
 
 std::vector<KernelSpec> default_specs(const std::vector<Target>& targets) {
   std::vector<KernelSpec> out;
-  Selection sel{default_hidden_sizes(), all_dtypes(), default_quants(),      true,  {128},
-                {ScaleFormat::f32},     all_norms(),  default_world_sizes(), {1, 2}};
+  Selection sel;
+  sel.hidden = default_hidden_sizes(), sel.dtypes = all_dtypes(), sel.quants = default_quants();
+  sel.quants_defaulted = sel.modules_defaulted = true;
+  sel.groups = {128}, sel.scales = {ScaleFormat::f32}, sel.norms = all_norms();
+  sel.worlds = default_world_sizes(), sel.stages = {1, 2};
   for (Module m : all_modules()) expand(m, sel, targets, "(default set)", out);
   return out;
 }
@@ -178,6 +184,7 @@ SpecSet parse_spec_set(const json& config, const std::vector<Target>& targets) {
     sel.dtypes = enum_field(entry, "dtype", path, all_dtypes(), parse_dtype);
     sel.quants = enum_field(entry, "quant", path, all_quants(), parse_quant);
     sel.quants_defaulted = !entry.contains("quant");
+    sel.modules_defaulted = !entry.contains("module");
     sel.groups = int_field(entry, "group", path, {128});
     sel.scales = enum_field(entry, "scale", path, std::vector<ScaleFormat>{ScaleFormat::f32}, parse_scale_format);
     sel.norms = enum_field(entry, "norm", path, all_norms(), parse_norm);

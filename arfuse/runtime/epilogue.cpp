@@ -1,5 +1,8 @@
 #include "arfuse/runtime/epilogue.hpp"
 
+#include <fmt/format.h>
+
+#include "arfuse/base/error.hpp"
 #include "arfuse/runtime/validate.hpp"
 
 namespace arfuse {
@@ -48,6 +51,30 @@ void token_quant(Context& ctx, const TokenQuantArgs& a, const Stream& stream) {
   float* scales = a.scales;
   int tokens = a.tokens;
   void* params[] = {&in, &out, &scales, &tokens};
+  k.kernel.launch(unsigned(a.tokens), stream, params);  // one block per row
+}
+
+void group_quant(Context& ctx, const GroupQuantArgs& a, const Stream& stream) {
+  if (a.quant != jit::Quant::fp8_group && a.quant != jit::Quant::mxfp4) {
+    throw Error(
+        fmt::format("group_quant takes quant fp8_group or mxfp4, not {} (the mirror modes belong to the "
+                    "epilogue kernels)",
+                    jit::to_string(a.quant)));
+  }
+  detail::require_block_scaling(a.quant, a.group, a.scale_layout, a.hidden);
+  const auto& k = ctx.kernel(
+      ctx.spec(jit::Module::group_quant, a.hidden, a.dtype, a.quant, jit::Norm::rms, 1, 1, a.group, a.scale_format));
+  detail::require_tokens(a.tokens);
+  if (a.tokens == 0) return;
+  require_pointer(a.input, "input", "(the tensor to quantise)");
+  require_pointer(a.out, "out", "(the quantised output)");
+  require_pointer(a.scales, "scales", "(the group scales)");
+  const auto strides = detail::scale_strides(a.quant, a.group, a.scale_layout, a.tokens, a.hidden);
+  const void* in = a.input;
+  void* out = a.out;
+  void* scales = a.scales;
+  int tokens = a.tokens, scale_row_stride = strides.row, scale_group_stride = strides.group;
+  void* params[] = {&in, &out, &scales, &tokens, &scale_row_stride, &scale_group_stride};
   k.kernel.launch(unsigned(a.tokens), stream, params);  // one block per row
 }
 

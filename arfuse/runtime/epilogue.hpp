@@ -41,9 +41,25 @@ struct ARFUSE_API TokenQuantArgs {
   jit::DType dtype = jit::DType::bf16;
 };
 
+// Per-token-group FP8 or MXFP4 of a tensor that already is y (steps 7b, 7c alone): for the
+// fused kernels' mirror output it gives their bytes and scales.
+struct ARFUSE_API GroupQuantArgs {
+  const void* input = nullptr;  // T [tokens, hidden]
+  void* out = nullptr;          // fp8 bytes [tokens, hidden], or MXFP4 bytes [tokens, hidden / 2]
+  void* scales = nullptr;       // as RmsnormQuantArgs::scales for the mode
+  int tokens = 0;
+  int hidden = 0;
+  jit::DType dtype = jit::DType::bf16;
+  jit::Quant quant = jit::Quant::fp8_group;  // fp8_group or mxfp4
+  int group = 128;
+  jit::ScaleFormat scale_format = jit::ScaleFormat::f32;
+  jit::ScaleLayout scale_layout = jit::ScaleLayout::row_major;
+};
+
 // Validate (arfuse::Error naming the argument), get the kernel, launch on `stream`.
 ARFUSE_API void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& args, const Stream& stream);
 ARFUSE_API void token_quant(Context& ctx, const TokenQuantArgs& args, const Stream& stream);
+ARFUSE_API void group_quant(Context& ctx, const GroupQuantArgs& args, const Stream& stream);
 
 namespace detail {
 // rmsnorm_quant without the argument checks, for a caller that made them (the group's NCCL path).

@@ -1,7 +1,8 @@
 // Standalone epilogue kernels, for use after an all-reduce done elsewhere (NCCL/RCCL):
 //   rmsnorm_quant_kernel: steps 2-7 of the contract on an already reduced tensor `in`;
 //   token_quant_kernel:   step 7 alone (per-token FP8) on a tensor that already is y, which is
-//                         how the mirror output of the fused kernel quantises to the same bytes.
+//                         how the mirror output of the fused kernel quantises to the same bytes;
+//   group_quant_kernel:   step 7b or 7c alone (fp8_group, mxfp4) on y, the same for those modes.
 // One block per row, and the runtime launches one block for every row: the hardware then starts
 // a block wherever one finishes, so the SMs stay busy to the last row and the blocks' loads
 // spread out in time (a grid of resident blocks striding over the rows was 1.7-2.7 % slower
@@ -46,6 +47,28 @@ __global__ void __launch_bounds__(THREADS) token_quant_kernel(const T* in, u8* o
   Vec16 y[VPT];
   load_vectors<T, H, THREADS, VPT>(in + offset, y);
   quantize_row<T, H, THREADS, VPT>(y, out + offset, scales + row, scratch);
+}
+
+// Group amaxes reduce inside warps: no shared memory, no block barrier.
+template <typename T, int H, int THREADS, int VPT, int QUANT, int GROUP, int SCALE>
+__global__ void __launch_bounds__(THREADS)
+    group_quant_kernel(const T* in, u8* out, void* scales, int tokens, int scale_row_stride, int scale_group_stride) {
+  static_assert(kQuantIsGroupFp8<QUANT> || kQuantIsMxfp4<QUANT>, "group_quant takes fp8_group or mxfp4");
+  const int row = blockIdx.x;
+  if (row >= tokens) return;
+  Vec16 y[VPT];
+  load_vectors<T, H, THREADS, VPT>(in + (long long)row * H, y);
+  u8* row_out = out + row * kOutRowBytes<T, H, QUANT>;
+  const long long scale_offset = (long long)row * scale_row_stride;
+  if constexpr (kQuantIsMxfp4<QUANT>) {
+    quantize_mx<T, H, THREADS, VPT>(y, row_out, static_cast<u8*>(scales) + scale_offset, scale_group_stride);
+  } else if constexpr (SCALE == kScaleE8m0) {
+    quantize_groups<T, H, THREADS, VPT, GROUP, SCALE>(y, row_out, static_cast<u8*>(scales) + scale_offset,
+                                                      scale_group_stride);
+  } else {
+    quantize_groups<T, H, THREADS, VPT, GROUP, SCALE>(y, row_out, static_cast<float*>(scales) + scale_offset,
+                                                      scale_group_stride);
+  }
 }
 
 }  // namespace arfuse
