@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""The PyTorch peers of `arfuse-bench epilogue`: residual add + RMSNorm (+ per-token FP8) in
-eager PyTorch and under torch.compile, timed the same way (a CUDA graph of 16 calls, several
+"""The PyTorch peers of `arfuse-bench epilogue`: residual add + RMSNorm (+ per-token FP8,
+per-token-group FP8 with groups of 128, or MXFP4) in eager PyTorch and under torch.compile, timed the same way (a CUDA graph of 16 calls, several
 replays per run, the median over runs; inputs rotate through buffers larger than L2).
 
     python3 tools/torch_bench.py --json torch.json
     build/tools/arfuse-bench epilogue --peers torch.json     # one table, side by side
 
-Rows use arfuse-bench's JSON row format; exactness is not measured here ("n/a")."""
+Rows use arfuse-bench's JSON row format; exactness is not measured here ("n/a"): these are
+timing peers that do the same work (the MXFP4 peer rounds ties by bucketize, not to even)."""
 import argparse
 import json
 import statistics
@@ -26,7 +27,7 @@ def parse_shapes(text):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", default="12x6144,128x8192,512x6144,2517x6144,4097x6144,2048x8192")
-    p.add_argument("--quant", default="none,fp8", help="none and/or fp8")
+    p.add_argument("--quant", default="none,fp8", help="none, fp8, fp8_group, mxfp4 (comma-separated)")
     p.add_argument("--runs", type=int, default=7)
     p.add_argument("--replays", type=int, default=20)
     p.add_argument("--json", help="write the rows here")
@@ -43,18 +44,36 @@ def main():
     fp8_max = torch.finfo(fp8).max
     eps = 1e-6
 
+    e2m1_edges = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], device=dev)
+
+    def fp8_by_blocks(y, block):
+        b = y.float().unflatten(-1, (-1, block))
+        scale = b.abs().amax(-1, keepdim=True) / fp8_max
+        q = (b / torch.where(scale > 0, scale, torch.ones_like(scale))).clamp(-fp8_max, fp8_max).to(fp8)
+        return q.flatten(-2), scale.squeeze(-1)
+
+    def mxfp4(y):
+        b = y.float().unflatten(-1, (-1, 32))
+        e = (torch.floor(torch.log2(b.abs().amax(-1, keepdim=True))) - 2).clamp(-127, 127)
+        v = b * torch.exp2(-e)
+        code = torch.bucketize(v.abs().clamp(max=6.0), e2m1_edges).to(torch.uint8) | (v < 0).to(torch.uint8) << 3
+        code = code.flatten(-2)
+        return code[..., 0::2] | code[..., 1::2] << 4, (e.squeeze(-1) + 127).to(torch.uint8)
+
     def epilogue(x, residual, weight, quant):
         h = (x.float() + residual.float()).to(bf16)
         y = (h.float() * torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(bf16)
-        if not quant:
+        if quant == "none":
             return h, y
-        amax = y.float().abs().amax(-1, keepdim=True)
-        scale = amax / fp8_max
-        q = (y.float() / torch.where(scale > 0, scale, torch.ones_like(scale))).clamp(-fp8_max, fp8_max).to(fp8)
-        return h, q, scale
+        if quant == "mxfp4":
+            return (h, *mxfp4(y))
+        return (h, *fp8_by_blocks(y, 128 if quant == "fp8_group" else y.shape[-1]))
 
     compiled = torch.compile(epilogue, dynamic=False)
-    quants = [q for q in ("none", "fp8") if q in args.quant.split(",")]
+    quants = args.quant.split(",")
+    for q in quants:
+        if q not in ("none", "fp8", "fp8_group", "mxfp4"):
+            sys.exit(f"--quant: '{q}' is not one of none, fp8, fp8_group, mxfp4")
     # Every row recompiles the one epilogue function; past dynamo's limit (8) it would silently
     # run eager, so lift the limit above the number of rows.
     for limit in ("cache_size_limit", "recompile_limit"):
@@ -65,7 +84,8 @@ def main():
     for tokens, hidden in parse_shapes(args.shapes):
         n = tokens * hidden
         for quant in quants:
-            out_bytes = n * 2 if quant == "none" else n + tokens * 4
+            out_bytes = {"none": n * 2, "fp8": n + tokens * 4, "fp8_group": n + tokens * (hidden // 128) * 4,
+                         "mxfp4": n // 2 + tokens * (hidden // 32)}[quant]
             call_bytes = n * 2 * 3 + out_bytes + hidden * 2
             k = max(1, min(16, (256 << 20) // call_bytes + 1))
             sets = [(torch.randn(tokens, hidden, device=dev).to(bf16), torch.randn(tokens, hidden, device=dev).to(bf16))
@@ -73,7 +93,7 @@ def main():
             weight = (torch.randn(hidden, device=dev) * 0.5).to(bf16)
             for name, fn in (("torch eager", epilogue), ("torch.compile", compiled)):
                 for x, r in sets[:2]:
-                    fn(x, r, weight, quant == "fp8")  # compile and warm up outside the graph
+                    fn(x, r, weight, quant)  # compile and warm up outside the graph
                 torch.cuda.synchronize()
                 stream = torch.cuda.Stream()
                 graph = torch.cuda.CUDAGraph()
@@ -81,7 +101,7 @@ def main():
                     with torch.cuda.graph(graph, stream=stream):
                         for c in range(16):
                             x, r = sets[c % k]
-                            fn(x, r, weight, quant == "fp8")
+                            fn(x, r, weight, quant)
                 for _ in range(args.replays):
                     graph.replay()
                 torch.cuda.synchronize()
@@ -94,7 +114,7 @@ def main():
                     stop.record()
                     stop.synchronize()
                     samples.append(start.elapsed_time(stop) * 1000 / (args.replays * 16))
-                out = "bf16" if quant == "none" else "fp8"
+                out = {"none": "bf16", "fp8_group": "fp8_group128"}.get(quant, quant)  # arfuse-bench's names
                 rows.append({"kernel": name, "world": 1, "tokens": tokens, "hidden": hidden, "out": out,
                              "median_us": statistics.median(samples), "min_us": min(samples), "max_us": max(samples),
                              "bytes": call_bytes, "exact": None, "max_error": 0, "resources": ""})
