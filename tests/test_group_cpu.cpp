@@ -1,7 +1,9 @@
 // [cpu] What the Group decides without a GPU: argument validation messages, tuning-table
 // parsing and the one-/two-stage dispatch.
 #include "arfuse/base/error.hpp"
+#include "arfuse/runtime/call_check.hpp"
 #include "arfuse/runtime/group.hpp"
+#include "arfuse/templates/signal.cuh"
 
 #include "support.hpp"
 
@@ -157,4 +159,13 @@ TEST_CASE("flag epochs compare by wrapped 13-bit difference, whatever call rides
     CHECK(epoch_reached(next, epoch));  // the peer is already at the following barrier
     CHECK_FALSE(epoch_reached(before, epoch));
   }
+}
+
+TEST_CASE("a call descriptor names every quant mode in a CallMismatch message", "[cpu][mismatch]") {
+  for (auto quant : jit::all_quants()) {
+    CAPTURE(jit::to_string(quant));
+    const auto d = call_descriptor(12, 7168, true, unsigned(quant), 1, 2, true);
+    CHECK_THAT(describe_call(d), Contains(std::string("quant ") + jit::to_string(quant) + ", norm gemma"));
+  }
+  CHECK_THAT(describe_call(call_descriptor(3, 2048, false, 0, 0, 1, false)), Contains("plain all-reduce"));
 }

@@ -270,6 +270,7 @@ int bench_main(int argc, char** argv) {
     bench_tune(cl);
     return 0;
   }
+  parse_quants(cl.value("quant", "none,fp8"));  // a usage error before the device is opened
   Context ctx;
   std::printf("device: %s (%s, %d SMs) through %s\n", ctx.device().name().c_str(), ctx.device().target().name().c_str(),
               ctx.device().multiprocessors(), backend_description().c_str());

@@ -11,7 +11,7 @@
 namespace arfuse {
 
 std::string describe_call(unsigned long long d) {
-  const auto quant = jit::Quant(std::min(call_quant(d), unsigned(kQuantFp8Mirror)));
+  const auto quant = jit::Quant(std::min(call_quant(d), unsigned(kQuantMxfp4Mirror)));
   const auto norm = jit::Norm(call_norm(d));
   return fmt::format("{} x {} {}{}, stage {}", call_tokens(d), call_hidden(d), call_bf16(d) ? "bf16" : "f16",
                      call_epilogue(d) ? fmt::format(", quant {}, norm {}", jit::to_string(quant), jit::to_string(norm))
