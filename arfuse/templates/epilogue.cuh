@@ -6,6 +6,7 @@
 
 #include "fp8_divide.cuh"
 #include "limits.cuh"
+#include "microscaling.cuh"
 #include "platform.cuh"
 
 namespace arfuse {
@@ -125,17 +126,6 @@ __device__ __forceinline__ float group_amax(const Vec16& v, bool owned) {
   return amax;
 }
 
-// The smallest power of two >= a positive scale, at least 2^-127, read off the fp32 bits; NaN
-// for a non-finite scale and above 2^127.
-__device__ __forceinline__ float ue8m0_round_up(float scale) {
-  const float nan = bits_to_float(0x7fc00000u);  // the quiet NaN the reference model writes
-  if (!(scale <= 0x1.fffffep127f)) return nan;
-  const u32 bits = float_to_bits(scale), exponent = bits >> 23, mantissa = bits & 0x7fffffu;
-  if (exponent == 0) return bits_to_float(bits <= 0x00400000u ? 0x00400000u : 0x00800000u);  // 2^-127, 2^-126
-  if (mantissa == 0) return scale;
-  return exponent == 254 ? nan : bits_to_float((exponent + 1) << 23);
-}
-
 __device__ __forceinline__ Vec8 pack_fp8x8(const float (&v)[8]) {
   Vec8 q;
 #pragma unroll
@@ -173,33 +163,11 @@ __device__ __forceinline__ void quantize_groups(const Vec16 (&y)[VPT], u8* out, 
     if (vec % kLanes != 0) continue;
     const int at = (vec / kLanes) * group_stride;
     if constexpr (SCALE == kScaleE8m0) {
-      static_cast<u8*>(scales)[at] = u8(float_to_bits(scale) >> 23);  // 2^-127 -> 0, NaN -> 0xff
+      static_cast<u8*>(scales)[at] = e8m0_byte(scale);
     } else {
       static_cast<float*>(scales)[at] = scale;
     }
   }
-}
-
-// floor(log2(x)) of a finite x > 0, subnormals included.
-__device__ __forceinline__ int floor_log2(float x) {
-  const u32 bits = float_to_bits(x);
-  const int exponent = int(bits >> 23);
-  return exponent != 0 ? exponent - 127 : (31 - count_leading_zeros(bits)) - 149;
-}
-
-// E2M1 code of v: round to nearest, ties to the even code, saturating at 6, sign kept (also
-// for zero). v is finite.
-__device__ __forceinline__ u32 e2m1_code(float v) {
-  const float a = fabsf(v);
-  const u32 magnitude = a <= 0.25f   ? 0u
-                        : a < 0.75f  ? 1u
-                        : a <= 1.25f ? 2u
-                        : a < 1.75f  ? 3u
-                        : a <= 2.5f  ? 4u
-                        : a < 3.5f   ? 5u
-                        : a <= 5.0f  ? 6u
-                                     : 7u;
-  return ((float_to_bits(v) >> 28) & 0x8u) | magnitude;
 }
 
 // Step 7c: MXFP4. out: the row's packed elements (H / 2 bytes); scales: the row's first E8M0 byte.
@@ -214,8 +182,7 @@ __device__ __forceinline__ void quantize_mx(const Vec16 (&y)[VPT], u8* out, u8* 
     if (!owned) continue;
     const int vec = threadIdx.x + k * THREADS;
     const bool finite = amax <= 0x1.fffffep127f;  // false for NaN and Inf: scale NaN, elements 0
-    int e = -127;
-    if (finite && amax > 0.0f) e = max(-127, min(127, floor_log2(amax) - 2));  // 2: E2M1's top exponent
+    const int e = finite ? mx_exponent(amax) : 0;
     u32 packed = 0;
     if (finite) {
       const float multiplier = bits_to_float(u32(127 - e) << 23);  // 2^-e, a normal float for e <= 125

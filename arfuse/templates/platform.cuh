@@ -45,14 +45,6 @@ struct alignas(8) Vec8 {
 
 __device__ __forceinline__ float bits_to_float(u32 b) { return __uint_as_float(b); }
 __device__ __forceinline__ u32 float_to_bits(float f) { return __float_as_uint(f); }
-// x != 0.
-__device__ __forceinline__ int count_leading_zeros(u32 x) {
-#if defined(ARFUSE_VENDOR_NVIDIA)
-  return __clz(int(x));
-#else
-  return __builtin_clz(x);
-#endif
-}
 
 // __launch_bounds__ with a minimum of resident blocks per multiprocessor, which caps the
 // registers a thread may use; 0 is no minimum (the same code as no second argument, where 1

@@ -1,0 +1,87 @@
+// The bit-level steps of block-scaled quantisation (contract steps 7b and 7c) that the kernels
+// run, shared with the host build so that tests/test_block_scaled.cpp checks this very code
+// against the reference model over every bf16 value and every exponent: UE8M0 rounding of a
+// scale, floor(log2) of an amax, and the E2M1 code of an element. Plain C++ on the host.
+#pragma once
+
+#include "host_device.cuh"
+
+namespace arfuse {
+
+ARFUSE_HOST_DEVICE inline unsigned bits_of(float x) {
+#if defined(ARFUSE_VENDOR_NVIDIA) || defined(ARFUSE_VENDOR_AMD)
+  return __float_as_uint(x);
+#else
+  unsigned u;
+  __builtin_memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+
+ARFUSE_HOST_DEVICE inline float float_of(unsigned u) {
+#if defined(ARFUSE_VENDOR_NVIDIA) || defined(ARFUSE_VENDOR_AMD)
+  return __uint_as_float(u);
+#else
+  float x;
+  __builtin_memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+
+// x != 0.
+ARFUSE_HOST_DEVICE inline int leading_zeros(unsigned x) {
+#if defined(ARFUSE_VENDOR_NVIDIA) && (defined(__CUDA_ARCH__) || defined(__CUDACC_RTC__))
+  return __clz(int(x));
+#else
+  return __builtin_clz(x);
+#endif
+}
+
+// The smallest power of two >= a positive scale, at least 2^-127, read off the fp32 bits; the
+// quiet NaN 0x7fc00000 for a non-finite scale and above 2^127.
+ARFUSE_HOST_DEVICE inline float ue8m0_round_up(float scale) {
+  const float nan = float_of(0x7fc00000u);
+  if (!(scale <= 0x1.fffffep127f)) return nan;
+  const unsigned bits = bits_of(scale), exponent = bits >> 23, mantissa = bits & 0x7fffffu;
+  if (exponent == 0) return float_of(bits <= 0x00400000u ? 0x00400000u : 0x00800000u);  // 2^-127, 2^-126
+  if (mantissa == 0) return scale;
+  return exponent == 254 ? nan : float_of((exponent + 1) << 23);
+}
+
+// The E8M0 byte of a power of two from ue8m0_round_up: 2^-127 (a subnormal) -> 0, NaN -> 0xff.
+ARFUSE_HOST_DEVICE inline unsigned char e8m0_byte(float power_of_two) {
+  return (unsigned char)(bits_of(power_of_two) >> 23);
+}
+
+// floor(log2(x)) of a finite x > 0, subnormals included.
+ARFUSE_HOST_DEVICE inline int floor_log2(float x) {
+  const unsigned bits = bits_of(x);
+  const int exponent = int(bits >> 23);
+  return exponent != 0 ? exponent - 127 : (31 - leading_zeros(bits)) - 149;
+}
+
+// MXFP4's shared exponent for a finite amax: floor(log2(amax)) - 2 (2 is E2M1's largest
+// exponent), clamped to [-127, 127]; -127 for 0.
+ARFUSE_HOST_DEVICE inline int mx_exponent(float amax) {
+  if (!(amax > 0.0f)) return -127;
+  const int e = floor_log2(amax) - 2;
+  return e < -127 ? -127 : e > 127 ? 127 : e;
+}
+
+// E2M1 code of a finite v: round to nearest, ties to the even code, saturating at 6, sign kept
+// (also for zero). The thresholds are the midpoints of {0, 0.5, 1, 1.5, 2, 3, 4, 6}; at each
+// the even code wins (<= towards an even code below, < towards an odd one).
+ARFUSE_HOST_DEVICE inline unsigned e2m1_code(float v) {
+  const float a = v < 0.0f ? -v : v;
+  const unsigned magnitude = a <= 0.25f   ? 0u
+                             : a < 0.75f  ? 1u
+                             : a <= 1.25f ? 2u
+                             : a < 1.75f  ? 3u
+                             : a <= 2.5f  ? 4u
+                             : a < 3.5f   ? 5u
+                             : a <= 5.0f  ? 6u
+                                          : 7u;
+  return ((bits_of(v) >> 28) & 0x8u) | magnitude;
+}
+
+}  // namespace arfuse
