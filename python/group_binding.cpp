@@ -315,6 +315,20 @@ void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatc
       },
       "The standalone epilogue (runtime/epilogue.hpp) on `device`'s stream `stream`.");
   m.def(
+      "group_quant",
+      [](int device, std::uintptr_t input, std::uintptr_t out, std::uintptr_t scales, int tokens, int hidden,
+         const std::string& dtype, const std::string& quant, int group, const std::string& scale_format,
+         const std::string& scale_layout, std::uintptr_t stream) {
+        Context& ctx = context_for(device);
+        GroupQuantArgs a;
+        a.input = address(input), a.out = mutable_address(out), a.scales = mutable_address(scales);
+        a.tokens = tokens, a.hidden = hidden, a.dtype = jit::parse_dtype(dtype), a.quant = jit::parse_quant(quant);
+        a.group = group, a.scale_format = jit::parse_scale_format(scale_format);
+        a.scale_layout = parse_layout(scale_layout);
+        group_quant(ctx, a, Stream(ctx.device(), mutable_address(stream)));
+      },
+      "Per-token-group FP8 or MXFP4 of a tensor that already is y (runtime/epilogue.hpp).");
+  m.def(
       "fp8_format", [](int device) { return std::string(fp8_format_name(context_for(device).device())); },
       nb::arg("device"), "The FP8 format the kernels write on this device: e4m3fn or e4m3fnuz.");
 }

@@ -20,6 +20,8 @@ The ops (``torch.ops.arfuse.*``) run on torch's current stream, have fake implem
     allreduce(comm, input) -> out
     rmsnorm_quant(input, residual, weight, eps, quant, norm, ...)
         -> (out, residual_out, scales, mirror)   # the epilogue alone, for a sum made elsewhere
+    group_quant(input, quant, group, scale_format, scale_layout)
+        -> (out, scales)                         # fp8_group / mxfp4 of a tensor that already is y
 
 ``comm`` is a communicator's ``handle``. quant is one of QUANT_MODES; norm "rms" or "gemma".
 ``out`` is T (quant none), FP8 (``float8_e4m3fn``; ``float8_e4m3fnuz`` on gfx942) for fp8 and
@@ -45,7 +47,8 @@ import torch.distributed as dist
 
 from . import Error, Unavailable, _arfuse
 
-__all__ = ["Communicator", "local_communicators", "rmsnorm_quant", "QUANT_MODES", "NORM_MODES", "SCALE_FORMATS",
+__all__ = ["Communicator", "local_communicators", "rmsnorm_quant", "group_quant", "QUANT_MODES", "NORM_MODES",
+           "SCALE_FORMATS",
            "SCALE_LAYOUTS"]
 
 QUANT_MODES = ("none", "fp8", "fp8_mirror", "fp8_group", "fp8_group_mirror", "mxfp4", "mxfp4_mirror")
@@ -310,6 +313,42 @@ def _(input, residual, weight, eps, quant, norm, group=128, scale_format="f32", 
     _check_epilogue(input, residual, weight, eps, mode)
     out, scales, mirror = _epilogue_outputs(input, mode, _fake_fp8_dtype(input.device))
     return out, torch.empty_like(residual), scales, mirror
+
+
+def _check_group_quant(input, mode):
+    _check_input(input)
+    if mode.quant not in ("fp8_group", "mxfp4"):
+        raise Error(f"quant is {mode.quant!r}; group_quant takes fp8_group or mxfp4")
+    mode.check(input.shape[1])
+
+
+@torch.library.custom_op("arfuse::group_quant", mutates_args=())
+def _group_quant(input: torch.Tensor, quant: str, group: int = 128, scale_format: str = "f32",
+                 scale_layout: str = "row_major") -> tuple[torch.Tensor, torch.Tensor]:
+    mode = _Mode(quant, "rms", group, scale_format, scale_layout)
+    _check_group_quant(input, mode)
+    out, scales, _ = _epilogue_outputs(input, mode, _fp8_dtype_of(input.device))
+    tokens, hidden = input.shape
+    with torch.cuda.device(input.device):
+        _arfuse.group_quant(input.device.index, _address(input), _address(out), _address(scales), tokens, hidden,
+                            _DTYPE_NAMES[input.dtype], quant, group, scale_format, scale_layout,
+                            _stream_of(input.device))
+    return out, scales
+
+
+@_group_quant.register_fake
+def _(input, quant, group=128, scale_format="f32", scale_layout="row_major"):
+    mode = _Mode(quant, "rms", group, scale_format, scale_layout)
+    _check_group_quant(input, mode)
+    out, scales, _ = _epilogue_outputs(input, mode, _fake_fp8_dtype(input.device))
+    return out, scales
+
+
+def group_quant(input, quant="fp8_group", group=128, scale_format="f32", scale_layout="row_major"):
+    """Per-token-group FP8 or MXFP4 of a tensor that already is y: ``(out, scales)``, shaped as
+    the epilogue ops shape them. For the _mirror output of an epilogue op it gives that op's
+    bytes and scales. Not run on a GPU yet."""
+    return torch.ops.arfuse.group_quant(input, quant, group, scale_format, scale_layout)
 
 
 def rmsnorm_quant(input, residual, weight, eps=1e-6, quant="none", norm="rms", group=128, scale_format="f32",

@@ -81,6 +81,19 @@ def test_fake_outputs_of_mxfp4(handle):
         assert [tuple(t.shape) for t in standalone] == [(5, 48), (5, 96), (5, 3), (5, 96)]
 
 
+def test_fake_outputs_of_group_quant():
+    with FakeTensorMode():
+        y = torch.empty(6, 256, dtype=torch.float16, device="cuda")
+        out, scales = aft.group_quant(y, "fp8_group", 64, "e8m0", "column_major")
+        assert out.shape == (6, 256) and scales.shape == (4, 6) and scales.dtype == torch.uint8
+        out, scales = aft.group_quant(y, "mxfp4")
+        assert out.shape == (6, 128) and scales.shape == (6, 8)
+        with pytest.raises(arfuse.Error, match="group_quant takes fp8_group or mxfp4"):
+            aft.group_quant(y, "fp8")
+        with pytest.raises(arfuse.Error, match="group 128 does not divide hidden 96"):
+            aft.group_quant(torch.empty(2, 96, dtype=torch.float16, device="cuda"), "fp8_group")
+
+
 def bad_calls():
     """(what is wrong, a function of (handle, x, r, w) that makes the call, the words the message must hold)."""
     op = torch.ops.arfuse.allreduce_rmsnorm

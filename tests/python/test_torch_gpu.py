@@ -189,6 +189,11 @@ def numerics(dist, aft, comm, rank, world, seed):
                     assert_same_bytes(a, b, f"{name}: fused vs rmsnorm_quant of the reference sum, {what}")
                     same_on_every_rank(dist, a, f"{name} {what}")
                 assert_same_bytes(fused[3], outputs["none"][0], f"mirror vs the unquantised output, {what}")
+                if extra["quant"].endswith("_mirror"):  # group_quant of the mirror: the op's bytes
+                    settings = {k: v for k, v in extra.items() if k != "quant"}
+                    again = aft.group_quant(fused[3], extra["quant"].removesuffix("_mirror"), **settings)
+                    assert_same_bytes(again[0], fused[0], f"group_quant(mirror) out, {what}")
+                    assert_same_bytes(again[1], fused[2], f"group_quant(mirror) scales, {what}")
 
             # The input written into the staging buffer: read in place, the same bytes.
             staged = comm.input_buffer(tokens, hidden, dtype)
