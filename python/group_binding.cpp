@@ -158,12 +158,6 @@ struct Mode {
   std::string scale_format, scale_layout;
 };
 
-jit::ScaleLayout parse_layout(const std::string& text) {
-  if (text == "row_major") return jit::ScaleLayout::row_major;
-  if (text == "column_major") return jit::ScaleLayout::column_major;
-  throw Error("scale layout '" + text + "' is not one of row_major, column_major");
-}
-
 RmsnormQuantArgs epilogue_args(const Pointers& p, float eps, int tokens, int hidden, const std::string& dtype,
                                const Mode& mode) {
   RmsnormQuantArgs a;
@@ -182,7 +176,7 @@ RmsnormQuantArgs epilogue_args(const Pointers& p, float eps, int tokens, int hid
   a.norm = jit::parse_norm(mode.norm);
   a.group = mode.group;
   a.scale_format = jit::parse_scale_format(mode.scale_format);
-  a.scale_layout = parse_layout(mode.scale_layout);
+  a.scale_layout = jit::parse_scale_layout(mode.scale_layout);
   return a;
 }
 
@@ -324,7 +318,7 @@ void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatc
         a.input = address(input), a.out = mutable_address(out), a.scales = mutable_address(scales);
         a.tokens = tokens, a.hidden = hidden, a.dtype = jit::parse_dtype(dtype), a.quant = jit::parse_quant(quant);
         a.group = group, a.scale_format = jit::parse_scale_format(scale_format);
-        a.scale_layout = parse_layout(scale_layout);
+        a.scale_layout = jit::parse_scale_layout(scale_layout);
         group_quant(ctx, a, Stream(ctx.device(), mutable_address(stream)));
       },
       "Per-token-group FP8 or MXFP4 of a tensor that already is y (runtime/epilogue.hpp).");

@@ -6,7 +6,6 @@
 // these steps use no other arithmetic, so this checks what the GPU computes.
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <random>
 
@@ -21,22 +20,10 @@ namespace ref = arfuse::reference;
 
 namespace {
 
-float from_bits(std::uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-
-std::uint32_t to_bits(float x) {
-  std::uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-
 void check_e2m1(float v) {
   if (std::isnan(v)) return;
   if (arfuse::e2m1_code(v) != ref::float_to_e2m1(v)) {
-    FAIL("e2m1_code(" << v << " = 0x" << std::hex << to_bits(v) << ") is " << arfuse::e2m1_code(v)
+    FAIL("e2m1_code(" << v << " = 0x" << std::hex << ref::float_to_bits(v) << ") is " << arfuse::e2m1_code(v)
                       << ", the reference says " << unsigned(ref::float_to_e2m1(v)));
   }
 }
@@ -50,16 +37,16 @@ TEST_CASE("the kernels' E2M1 encoder equals the reference on every bf16 and f16 
   }
   // Every fp32 within 4096 ulps of each threshold and of each code's value, both signs.
   for (float anchor : {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f, 5.0f, 6.0f}) {
-    const std::uint32_t a = to_bits(anchor);
+    const std::uint32_t a = ref::float_to_bits(anchor);
     for (std::int64_t d = -4096; d <= 4096; ++d) {
       const std::int64_t u = std::int64_t(a) + d;
       if (u < 0) continue;
-      check_e2m1(from_bits(std::uint32_t(u)));
-      check_e2m1(-from_bits(std::uint32_t(u)));
+      check_e2m1(ref::bits_to_float(std::uint32_t(u)));
+      check_e2m1(-ref::bits_to_float(std::uint32_t(u)));
     }
   }
   std::mt19937 rng(7);
-  for (int i = 0; i < 1000000; ++i) check_e2m1(from_bits(std::uint32_t(rng())));
+  for (int i = 0; i < 1000000; ++i) check_e2m1(ref::bits_to_float(std::uint32_t(rng())));
   SUCCEED("every E2M1 code matched");
 }
 
@@ -68,11 +55,11 @@ TEST_CASE("the kernels' UE8M0 rounding and E8M0 bytes equal the reference for ev
   for (std::uint32_t exponent = 0; exponent < 256; ++exponent) {
     for (std::uint32_t mantissa :
          {0u, 1u, 0x400000u, 0x400001u, 0x3fffffu, 0x7fffffu, std::uint32_t(rng()) & 0x7fffffu}) {
-      const float s = from_bits(exponent << 23 | mantissa);
+      const float s = ref::bits_to_float(exponent << 23 | mantissa);
       if (s == 0.0f) continue;  // scales are positive: amax / max > 0, or 1
       CAPTURE(exponent, mantissa, s);
       const float mine = arfuse::ue8m0_round_up(s), theirs = ref::ue8m0_round_up(s);
-      REQUIRE(to_bits(mine) == to_bits(theirs));  // the same quiet NaN too
+      REQUIRE(ref::float_to_bits(mine) == ref::float_to_bits(theirs));  // the same quiet NaN too
       REQUIRE(arfuse::e8m0_byte(mine) == ref::e8m0_of(theirs));
     }
   }
@@ -82,7 +69,7 @@ TEST_CASE("the kernels' floor(log2) and MXFP4 exponent equal the reference", "[c
   for (std::uint32_t exponent = 0; exponent < 255; ++exponent) {
     for (int top = 0; top < 23; ++top) {
       const std::uint32_t mantissa = exponent == 0 ? (1u << top) | ((1u << top) - 1) / 3 : (1u << top);
-      const float x = from_bits(exponent << 23 | mantissa);
+      const float x = ref::bits_to_float(exponent << 23 | mantissa);
       CAPTURE(exponent, top, x);
       REQUIRE(arfuse::floor_log2(x) == ref::floor_log2(x));
       int e = 0;

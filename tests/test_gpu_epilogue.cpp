@@ -116,7 +116,7 @@ void check_block_scaled(Context& ctx, const BlockScaledCase& c) {
   auto rng = test::fresh_rng();
   const int tokens = c.tokens, hidden = c.hidden;
   CAPTURE(to_string(c.dtype), to_string(c.quant), to_string(c.norm), tokens, hidden, c.group, to_string(c.scale_format),
-          c.scale_layout == ScaleLayout::row_major ? "row-major" : "column-major");
+          to_string(c.scale_layout));
   const size_t n = size_t(tokens) * hidden;
   Bits16 ar = test::random_tensor(rng, n, c.dtype), residual = test::random_tensor(rng, n, c.dtype);
   Bits16 weight = test::random_tensor(rng, size_t(hidden), c.dtype, 0.5f);

@@ -11,20 +11,31 @@
 
 namespace arfuse::tools {
 
+namespace {
+
+// "a,b,,c" -> {"a", "b", "", "c"}: empty items are kept for the callers to refuse.
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> items;
+  size_t pos = 0;
+  while (true) {
+    const size_t end = text.find(',', pos);
+    items.push_back(text.substr(pos, end == std::string::npos ? std::string::npos : end - pos));
+    if (end == std::string::npos) return items;
+    pos = end + 1;
+  }
+}
+
+}  // namespace
+
 std::vector<Shape> parse_shapes(const std::string& text) {
   std::vector<Shape> shapes;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t end = text.find(',', pos);
-    std::string item = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+  for (const std::string& item : split_commas(text)) {
     int t = 0, h = 0;
     char x = 0;
     if (std::sscanf(item.c_str(), "%d%c%d", &t, &x, &h) != 3 || x != 'x' || t <= 0 || h <= 0 || h % 8) {
       throw UsageError(fmt::format("bad shape '{}': expected TOKENSxHIDDEN with hidden a multiple of 8", item));
     }
     shapes.push_back({t, h});
-    if (end == std::string::npos) break;
-    pos = end + 1;
   }
   return shapes;
 }
@@ -32,16 +43,11 @@ std::vector<Shape> parse_shapes(const std::string& text) {
 std::vector<jit::Quant> parse_quants(const std::string& text) {
   static const std::vector<std::string> allowed{"none", "fp8", "fp8_group", "mxfp4"};
   std::vector<jit::Quant> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t end = text.find(',', pos);
-    const std::string item = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+  for (const std::string& item : split_commas(text)) {
     if (std::find(allowed.begin(), allowed.end(), item) == allowed.end()) {
       throw UsageError(fmt::format("--quant: '{}' is not one of none, fp8, fp8_group, mxfp4 (comma-separated)", item));
     }
     out.push_back(jit::parse_quant(item));
-    if (end == std::string::npos) break;
-    pos = end + 1;
   }
   return out;
 }
@@ -74,10 +80,7 @@ void compare_bytes(Row& row, const std::vector<std::uint8_t>& got, const std::ve
 
 std::vector<int> parse_ints(const std::string& text, const char* what, int min, int max) {
   std::vector<int> out;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t end = text.find(',', pos);
-    const std::string item = text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+  for (const std::string& item : split_commas(text)) {
     char* rest = nullptr;
     const long v = std::strtol(item.c_str(), &rest, 10);
     if (item.empty() || *rest != '\0' || v < min || v > max) {
@@ -85,8 +88,6 @@ std::vector<int> parse_ints(const std::string& text, const char* what, int min, 
           fmt::format("bad {} '{}': expected numbers from {} to {}, comma-separated", what, item, min, max));
     }
     out.push_back(int(v));
-    if (end == std::string::npos) break;
-    pos = end + 1;
   }
   return out;
 }

@@ -8,7 +8,6 @@
 namespace arfuse::jit {
 
 // Per-token-group FP8: one scale per G consecutive elements of a row.
-inline constexpr int kGroupSizes[] = {32, 64, 128};
 inline constexpr bool valid_group_size(int g) { return g == 32 || g == 64 || g == 128; }
 
 // MXFP4 (OCP MX v1.0): blocks of 32 elements share one E8M0 scale.

@@ -49,6 +49,19 @@ bool uses_norm(Module m) { return m == Module::rmsnorm_quant || m == Module::fus
 bool uses_world(Module m) { return m == Module::fused_ar || m == Module::allreduce; }
 bool is_group_fp8(Quant q) { return q == Quant::fp8_group || q == Quant::fp8_group_mirror; }
 bool is_mxfp4(Quant q) { return q == Quant::mxfp4 || q == Quant::mxfp4_mirror; }
+void check_block_scaling(Quant quant, int group, int hidden) {
+  if (is_group_fp8(quant)) {
+    if (!valid_group_size(group)) {
+      throw Error(
+          fmt::format("group size {} is not supported by {}: allowed are 32, 64 and 128", group, to_string(quant)));
+    }
+    if (hidden % group != 0) throw Error(fmt::format("group size {} does not divide hidden size {}", group, hidden));
+  }
+  if (is_mxfp4(quant) && hidden % kMxBlock != 0) {
+    throw Error(fmt::format("{} needs a hidden size divisible by {}, not {}", to_string(quant), kMxBlock, hidden));
+  }
+}
+
 bool writes_mirror(Quant q) {
   return q == Quant::fp8_mirror || q == Quant::fp8_group_mirror || q == Quant::mxfp4_mirror;
 }
@@ -64,18 +77,7 @@ void KernelSpec::validate() const {
   if (module == Module::group_quant && quant != Quant::fp8_group && quant != Quant::mxfp4) {
     throw Error(fmt::format("group_quant quantises y with fp8_group or mxfp4, not {}", to_string(quant)));
   }
-  if (is_group_fp8(c.quant)) {
-    if (!valid_group_size(c.group)) {
-      throw Error(
-          fmt::format("group size {} is not supported by {}: allowed are 32, 64 and 128", c.group, to_string(c.quant)));
-    }
-    if (hidden % c.group != 0) {
-      throw Error(fmt::format("group size {} does not divide hidden size {}", c.group, hidden));
-    }
-  }
-  if (is_mxfp4(c.quant) && hidden % kMxBlock != 0) {
-    throw Error(fmt::format("{} needs a hidden size divisible by {}, not {}", to_string(c.quant), kMxBlock, hidden));
-  }
+  check_block_scaling(c.quant, c.group, hidden);
   if (uses_world(module)) {
     if (world < kMinWorld || world > kMaxWorld) {
       throw Error(fmt::format("world size {} is not supported by {}: allowed are {} to {}", world, to_string(module),
@@ -250,6 +252,11 @@ DType parse_dtype(std::string_view t) { return parse_enum("dtype", t, all_dtypes
 Quant parse_quant(std::string_view t) { return parse_enum("quant mode", t, all_quants()); }
 Norm parse_norm(std::string_view t) { return parse_enum("norm mode", t, all_norms()); }
 ScaleFormat parse_scale_format(std::string_view t) { return parse_enum("scale format", t, all_scale_formats()); }
+const char* to_string(ScaleLayout v) { return v == ScaleLayout::row_major ? "row_major" : "column_major"; }
+ScaleLayout parse_scale_layout(std::string_view t) {
+  static const std::vector<ScaleLayout> all{ScaleLayout::row_major, ScaleLayout::column_major};
+  return parse_enum("scale layout", t, all);
+}
 
 int element_bytes(DType) { return 2; }
 

@@ -73,6 +73,10 @@ ARFUSE_API bool uses_quant(Module module);
 ARFUSE_API bool is_group_fp8(Quant quant);
 ARFUSE_API bool is_mxfp4(Quant quant);
 ARFUSE_API bool writes_mirror(Quant quant);
+// The group size (32, 64 or 128, dividing hidden) of the fp8_group modes and MXFP4's hidden
+// divisible by 32; throws Error naming the value. KernelSpec::validate and the calls' argument
+// checks both use it.
+ARFUSE_API void check_block_scaling(Quant quant, int group, int hidden);
 ARFUSE_API bool uses_norm(Module module);
 ARFUSE_API bool uses_world(Module module);
 
@@ -81,11 +85,13 @@ ARFUSE_API const char* to_string(DType value);
 ARFUSE_API const char* to_string(Quant value);
 ARFUSE_API const char* to_string(Norm value);
 ARFUSE_API const char* to_string(ScaleFormat value);
+ARFUSE_API const char* to_string(ScaleLayout value);
 ARFUSE_API Module parse_module(std::string_view text);
 ARFUSE_API DType parse_dtype(std::string_view text);
 ARFUSE_API Quant parse_quant(std::string_view text);
 ARFUSE_API Norm parse_norm(std::string_view text);
 ARFUSE_API ScaleFormat parse_scale_format(std::string_view text);
+ARFUSE_API ScaleLayout parse_scale_layout(std::string_view text);
 
 ARFUSE_API const std::vector<Module>& all_modules();
 ARFUSE_API const std::vector<DType>& all_dtypes();

@@ -10,8 +10,6 @@
 namespace arfuse::reference {
 namespace {
 
-float max_keep_nan(float a, float b) { return (a != a || a > b) ? a : b; }
-
 float block_amax(const Bits16& y, std::size_t first, int count, jit::DType dtype) {
   float amax = 0.0f;
   for (int i = 0; i < count; ++i) amax = max_keep_nan(amax, std::fabs(widen(y[first + std::size_t(i)], dtype)));

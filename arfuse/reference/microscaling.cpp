@@ -2,23 +2,17 @@
 
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 
 #include "arfuse/base/error.hpp"
+#include "arfuse/reference/numerics.hpp"
 
 namespace arfuse::reference {
 namespace {
 
 // The eight E2M1 magnitudes by code (bits 2-0): subnormal 0.5 at exponent 0, then 1.m * 2^(e-1).
 constexpr std::array<float, 8> kE2m1 = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-
-std::uint32_t bits_of(float x) {
-  std::uint32_t b;
-  std::memcpy(&b, &x, sizeof b);
-  return b;
-}
 
 }  // namespace
 
@@ -58,7 +52,7 @@ std::uint8_t e8m0_of(float power_of_two) {
 
 int floor_log2(float x) {
   if (!(x > 0.0f) || std::isinf(x)) throw Error("floor_log2 needs a finite x > 0");
-  const std::uint32_t b = bits_of(x);
+  const std::uint32_t b = float_to_bits(x);
   const int field = int(b >> 23);
   if (field != 0) return field - 127;
   // Subnormal: 2^-149 times the mantissa; the highest set bit gives the exponent.

@@ -25,8 +25,6 @@ Layout layout_for(const EpilogueConfig& c) {
   return Layout{jit::block_shape(c.hidden, c.target.warp_size()), c.hidden / 8, c.target.warp_size()};
 }
 
-float max_keep_nan(float a, float b) { return (a != a || a > b) ? a : b; }
-
 // One warp's butterfly, as the shuffles do it; every lane ends equal, lane 0 is returned.
 template <typename Op>
 float butterfly(std::vector<float> lanes, Op op) {

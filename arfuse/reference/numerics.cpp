@@ -84,6 +84,8 @@ std::uint16_t float_to_f16(float value) {
   return std::uint16_t(sign | (biased << 10) | (int(scaled) - 1024));
 }
 
+float max_keep_nan(float a, float b) { return (a != a || a > b) ? a : b; }
+
 float fp8_max(jit::Fp8Format format) { return format == jit::Fp8Format::e4m3fn ? 448.0f : 240.0f; }
 
 float fp8_to_float(std::uint8_t code, jit::Fp8Format format) {

@@ -14,6 +14,8 @@ namespace arfuse::reference {
 
 ARFUSE_API float bits_to_float(std::uint32_t bits);
 ARFUSE_API std::uint32_t float_to_bits(float value);
+// max(a, b) where a NaN in either wins: the amax every quantiser reduces with.
+ARFUSE_API float max_keep_nan(float a, float b);
 
 ARFUSE_API float bf16_to_float(std::uint16_t bits);
 ARFUSE_API std::uint16_t float_to_bf16(float value);

@@ -46,16 +46,7 @@ void require_epilogue_pointers(const EpiloguePointers& p, const char* input_role
 }
 
 void require_block_scaling(jit::Quant quant, int group, jit::ScaleLayout layout, int hidden) {
-  if (jit::is_group_fp8(quant)) {
-    if (!jit::valid_group_size(group)) {
-      throw Error(fmt::format("group is {}; with quant {} it must be 32, 64 or 128", group, jit::to_string(quant)));
-    }
-    if (hidden % group != 0) throw Error(fmt::format("group {} does not divide hidden {}", group, hidden));
-  }
-  if (jit::is_mxfp4(quant) && hidden % jit::kMxBlock != 0) {
-    throw Error(fmt::format("quant {} needs hidden divisible by {}; hidden is {}", jit::to_string(quant), jit::kMxBlock,
-                            hidden));
-  }
+  jit::check_block_scaling(quant, group, hidden);
   scale_strides(quant, group, layout, 1, hidden);
 }
 

@@ -196,6 +196,24 @@ __device__ __forceinline__ void quantize_mx(const Vec16 (&y)[VPT], u8* out, u8* 
   }
 }
 
+// Step 7b or 7c of one row; `scales` is the row's first scale (row_scales).
+template <typename T, int H, int THREADS, int VPT, int QUANT, int GROUP, int SCALE>
+__device__ __forceinline__ void quantize_block_scaled(const Vec16 (&y)[VPT], u8* out, void* scales, int group_stride) {
+  if constexpr (kQuantIsMxfp4<QUANT>) {
+    quantize_mx<T, H, THREADS, VPT>(y, out, static_cast<u8*>(scales), group_stride);
+  } else {
+    quantize_groups<T, H, THREADS, VPT, GROUP, SCALE>(y, out, scales, group_stride);
+  }
+}
+
+// The first scale of `row`: scales hold bytes (E8M0, MXFP4) or floats, row_stride apart.
+template <int QUANT, int SCALE>
+__device__ __forceinline__ void* row_scales(void* scales, int row, int row_stride) {
+  const long long offset = (long long)row * row_stride;
+  if constexpr (SCALE == kScaleE8m0 || kQuantIsMxfp4<QUANT>) return static_cast<u8*>(scales) + offset;
+  return static_cast<float*>(scales) + offset;
+}
+
 // Bytes of one row of `out`.
 template <typename T, int H, int QUANT>
 inline constexpr long long kOutRowBytes = QUANT == kQuantNone    ? H*(long long)sizeof(T)
@@ -263,10 +281,9 @@ __device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16
   // Step 7, 7b or 7c.
   if constexpr (kQuantIsTokenFp8<QUANT>) {
     quantize_row<T, H, THREADS, VPT>(y, static_cast<u8*>(row.out), static_cast<float*>(row.scale), scratch);
-  } else if constexpr (kQuantIsGroupFp8<QUANT>) {
-    quantize_groups<T, H, THREADS, VPT, GROUP, SCALE>(y, static_cast<u8*>(row.out), row.scale, row.scale_group_stride);
-  } else if constexpr (kQuantIsMxfp4<QUANT>) {
-    quantize_mx<T, H, THREADS, VPT>(y, static_cast<u8*>(row.out), static_cast<u8*>(row.scale), row.scale_group_stride);
+  } else if constexpr (kQuantIsGroupFp8<QUANT> || kQuantIsMxfp4<QUANT>) {
+    quantize_block_scaled<T, H, THREADS, VPT, QUANT, GROUP, SCALE>(y, static_cast<u8*>(row.out), row.scale,
+                                                                   row.scale_group_stride);
   }
 }
 

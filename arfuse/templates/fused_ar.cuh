@@ -132,10 +132,7 @@ __device__ __forceinline__ void finish_row(const FusedArgs& a, int row, const Ve
   RowOutputs<T> outputs;
   outputs.residual_out = static_cast<T*>(a.residual_out) + offset;
   outputs.out = static_cast<u8*>(a.out) + row * kOutRowBytes<T, H, QUANT>;
-  const long long scale_offset = (long long)row * a.scale_row_stride;
-  outputs.scale = SCALE == kScaleE8m0 || kQuantIsMxfp4<QUANT>
-                      ? static_cast<void*>(static_cast<u8*>(a.scales) + scale_offset)
-                      : static_cast<void*>(static_cast<float*>(a.scales) + scale_offset);
+  outputs.scale = row_scales<QUANT, SCALE>(a.scales, row, a.scale_row_stride);
   outputs.scale_group_stride = a.scale_group_stride;
   outputs.mirror = static_cast<T*>(a.mirror) + (kQuantWritesMirror<QUANT> ? offset : 0);
   epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE>(ar, residual, static_cast<const T*>(a.weight), a.eps,

@@ -8,26 +8,6 @@
 
 namespace arfuse {
 
-ARFUSE_HOST_DEVICE inline unsigned bits_of(float x) {
-#if defined(ARFUSE_VENDOR_NVIDIA) || defined(ARFUSE_VENDOR_AMD)
-  return __float_as_uint(x);
-#else
-  unsigned u;
-  __builtin_memcpy(&u, &x, sizeof u);
-  return u;
-#endif
-}
-
-ARFUSE_HOST_DEVICE inline float float_of(unsigned u) {
-#if defined(ARFUSE_VENDOR_NVIDIA) || defined(ARFUSE_VENDOR_AMD)
-  return __uint_as_float(u);
-#else
-  float x;
-  __builtin_memcpy(&x, &u, sizeof x);
-  return x;
-#endif
-}
-
 // x != 0.
 ARFUSE_HOST_DEVICE inline int leading_zeros(unsigned x) {
 #if defined(ARFUSE_VENDOR_NVIDIA) && (defined(__CUDA_ARCH__) || defined(__CUDACC_RTC__))
@@ -40,22 +20,22 @@ ARFUSE_HOST_DEVICE inline int leading_zeros(unsigned x) {
 // The smallest power of two >= a positive scale, at least 2^-127, read off the fp32 bits; the
 // quiet NaN 0x7fc00000 for a non-finite scale and above 2^127.
 ARFUSE_HOST_DEVICE inline float ue8m0_round_up(float scale) {
-  const float nan = float_of(0x7fc00000u);
+  const float nan = bits_to_float(0x7fc00000u);
   if (!(scale <= 0x1.fffffep127f)) return nan;
-  const unsigned bits = bits_of(scale), exponent = bits >> 23, mantissa = bits & 0x7fffffu;
-  if (exponent == 0) return float_of(bits <= 0x00400000u ? 0x00400000u : 0x00800000u);  // 2^-127, 2^-126
+  const unsigned bits = float_to_bits(scale), exponent = bits >> 23, mantissa = bits & 0x7fffffu;
+  if (exponent == 0) return bits_to_float(bits <= 0x00400000u ? 0x00400000u : 0x00800000u);  // 2^-127, 2^-126
   if (mantissa == 0) return scale;
-  return exponent == 254 ? nan : float_of((exponent + 1) << 23);
+  return exponent == 254 ? nan : bits_to_float((exponent + 1) << 23);
 }
 
 // The E8M0 byte of a power of two from ue8m0_round_up: 2^-127 (a subnormal) -> 0, NaN -> 0xff.
 ARFUSE_HOST_DEVICE inline unsigned char e8m0_byte(float power_of_two) {
-  return (unsigned char)(bits_of(power_of_two) >> 23);
+  return (unsigned char)(float_to_bits(power_of_two) >> 23);
 }
 
 // floor(log2(x)) of a finite x > 0, subnormals included.
 ARFUSE_HOST_DEVICE inline int floor_log2(float x) {
-  const unsigned bits = bits_of(x);
+  const unsigned bits = float_to_bits(x);
   const int exponent = int(bits >> 23);
   return exponent != 0 ? exponent - 127 : (31 - leading_zeros(bits)) - 149;
 }
@@ -81,7 +61,7 @@ ARFUSE_HOST_DEVICE inline unsigned e2m1_code(float v) {
                              : a < 3.5f   ? 5u
                              : a <= 5.0f  ? 6u
                                           : 7u;
-  return ((bits_of(v) >> 28) & 0x8u) | magnitude;
+  return ((float_to_bits(v) >> 28) & 0x8u) | magnitude;
 }
 
 }  // namespace arfuse

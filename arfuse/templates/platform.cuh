@@ -16,6 +16,8 @@
 #error "arfuse templates are compiled through arfuse::jit, which defines the vendor"
 #endif
 
+#include "host_device.cuh"  // the bit casts
+
 namespace arfuse {
 
 typedef unsigned char u8;
@@ -42,9 +44,6 @@ struct alignas(16) Vec16 {
 struct alignas(8) Vec8 {
   u32 w[2];
 };
-
-__device__ __forceinline__ float bits_to_float(u32 b) { return __uint_as_float(b); }
-__device__ __forceinline__ u32 float_to_bits(float f) { return __float_as_uint(f); }
 
 // __launch_bounds__ with a minimum of resident blocks per multiprocessor, which caps the
 // registers a thread may use; 0 is no minimum (the same code as no second argument, where 1

@@ -29,10 +29,7 @@ __global__ void __launch_bounds__(THREADS)
   RowOutputs<T> outputs;
   outputs.residual_out = residual_out + offset;
   outputs.out = static_cast<u8*>(out) + row * kOutRowBytes<T, H, QUANT>;
-  const long long scale_offset = (long long)row * scale_row_stride;
-  outputs.scale = SCALE == kScaleE8m0 || kQuantIsMxfp4<QUANT>
-                      ? static_cast<void*>(static_cast<u8*>(scales) + scale_offset)
-                      : static_cast<void*>(static_cast<float*>(scales) + scale_offset);
+  outputs.scale = row_scales<QUANT, SCALE>(scales, row, scale_row_stride);
   outputs.scale_group_stride = scale_group_stride;
   outputs.mirror = kQuantWritesMirror<QUANT> ? mirror + offset : mirror;
   epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE>(input, residual, weight, eps, outputs, scratch);
@@ -58,17 +55,9 @@ __global__ void __launch_bounds__(THREADS)
   if (row >= tokens) return;
   Vec16 y[VPT];
   load_vectors<T, H, THREADS, VPT>(in + (long long)row * H, y);
-  u8* row_out = out + row * kOutRowBytes<T, H, QUANT>;
-  const long long scale_offset = (long long)row * scale_row_stride;
-  if constexpr (kQuantIsMxfp4<QUANT>) {
-    quantize_mx<T, H, THREADS, VPT>(y, row_out, static_cast<u8*>(scales) + scale_offset, scale_group_stride);
-  } else if constexpr (SCALE == kScaleE8m0) {
-    quantize_groups<T, H, THREADS, VPT, GROUP, SCALE>(y, row_out, static_cast<u8*>(scales) + scale_offset,
-                                                      scale_group_stride);
-  } else {
-    quantize_groups<T, H, THREADS, VPT, GROUP, SCALE>(y, row_out, static_cast<float*>(scales) + scale_offset,
-                                                      scale_group_stride);
-  }
+  quantize_block_scaled<T, H, THREADS, VPT, QUANT, GROUP, SCALE>(
+      y, out + row * kOutRowBytes<T, H, QUANT>, row_scales<QUANT, SCALE>(scales, row, scale_row_stride),
+      scale_group_stride);
 }
 
 }  // namespace arfuse
