@@ -69,7 +69,7 @@ namespace {
 
 // A helper kernel of the bench itself (not an arfuse module), compiled with NVRTC; the Kernel
 // keeps its module loaded.
-Kernel compile_bench_kernel(const Device& device, const std::string& name, const std::string& text) {
+Kernel compile_bench_kernel(const Device& device, const std::string& name, const std::string& text, int threads = 512) {
   jit::Source src;
   src.spec = jit::KernelSpec::parse("token_quant/h8/bf16/" + device.target().name());
   src.program_name = name + ".cu";
@@ -77,7 +77,7 @@ Kernel compile_bench_kernel(const Device& device, const std::string& name, const
   src.name_expression = name;
   src.options = {"--gpu-architecture=" + device.target().name()};
   auto code = jit::nvrtc_compiler()->compile(src);
-  return LoadedModule::load(device, code.payload)->kernel(code.lowered_name, 512);
+  return LoadedModule::load(device, code.payload)->kernel(code.lowered_name, threads);
 }
 
 }  // namespace
@@ -86,14 +86,23 @@ namespace {
 
 // Copy kernels with more bytes in flight per thread than one 16-byte vector: U loads issued
 // before any store (coalesced: vector i + k * blockDim), optionally with the streaming cache
-// hints (evict-first loads and stores), which keep a 1 GiB stream from churning L2.
-std::string copy_kernel_source(int unroll, bool streaming) {
-  const char* load = streaming ? "__ldcs(&in[j])" : "in[j]";
-  const char* store = streaming ? "__stcs(&out[j], v[k])" : "out[j] = v[k]";
+// hints (evict-first loads and stores), which keep a 1 GiB stream from churning L2. Either a
+// persistent grid (a few blocks per SM, striding over the buffer) or one block per
+// blockDim * U vectors (each block's span contiguous, as PyTorch's elementwise kernels do).
+struct CopyVariant {
+  int unroll;
+  bool streaming;
+  bool persistent;
+  int threads;
+};
+
+std::string copy_kernel_source(const CopyVariant& v) {
+  const char* load = v.streaming ? "__ldcs(&in[j])" : "in[j]";
+  const char* store = v.streaming ? "__stcs(&out[j], v[k])" : "out[j] = v[k]";
   return fmt::format(R"(
 extern "C" __global__ void copy(const uint4* __restrict__ in, uint4* __restrict__ out, long long n) {{
   constexpr int U = {0};
-  const long long step = (long long)gridDim.x * blockDim.x * U;
+  const long long step = {3} ? (long long)gridDim.x * blockDim.x * U : n;
   for (long long base = (long long)blockIdx.x * blockDim.x * U + threadIdx.x; base < n; base += step) {{
     uint4 v[U];
 #pragma unroll
@@ -108,7 +117,12 @@ extern "C" __global__ void copy(const uint4* __restrict__ in, uint4* __restrict_
     }}
   }}
 }})",
-                     unroll, load, store);
+                     v.unroll, load, store, v.persistent ? 1 : 0);
+}
+
+std::string describe(const CopyVariant& v) {
+  return fmt::format("kernel 16 B x{}{} {} {}t", v.unroll, v.streaming ? " streaming" : "",
+                     v.persistent ? "persistent" : "one-shot", v.threads);
 }
 
 }  // namespace
@@ -123,16 +137,19 @@ std::vector<CopyMeasurement> copy_bandwidths(const Device& device, int runs) {
   void* out = b.get();
   long long n = (long long)(bytes / 16);
   std::vector<CopyMeasurement> results;
-  for (const auto& [unroll, streaming] :
-       std::vector<std::pair<int, bool>>{{1, false}, {4, false}, {8, false}, {4, true}, {8, true}}) {
-    Kernel kernel = compile_bench_kernel(device, "copy", copy_kernel_source(unroll, streaming));
+  const std::vector<CopyVariant> variants{{1, false, true, 512},  {4, false, true, 512},  {8, false, true, 512},
+                                          {4, true, true, 512},   {8, true, true, 512},   {4, false, false, 128},
+                                          {4, false, false, 256}, {8, false, false, 256}, {4, true, false, 256}};
+  for (const auto& v : variants) {
+    Kernel kernel = compile_bench_kernel(device, "copy", copy_kernel_source(v), v.threads);
     void* params[] = {&in, &out, &n};
+    const long long span = (long long)v.threads * v.unroll;
     const unsigned grid =
-        unsigned(device.multiprocessors() * std::max(1, kernel.max_active_blocks_per_multiprocessor()));
+        v.persistent ? unsigned(device.multiprocessors() * std::max(1, kernel.max_active_blocks_per_multiprocessor()))
+                     : unsigned((n + span - 1) / span);
     const Timing t = time_graphs(
         device, streams, [&](int, int) { kernel.launch(grid, stream, params); }, 2, runs);
-    results.push_back({fmt::format("kernel 16 B x{}{}", unroll, streaming ? " streaming" : ""),
-                       double(2 * bytes) / (t.median_us * 1e-6)});
+    results.push_back({describe(v), double(2 * bytes) / (t.median_us * 1e-6)});
   }
   const Timing driver = time_graphs(
       device, streams, [&](int, int) { stream.copy(out, in, bytes); }, 2, runs);

@@ -10,7 +10,8 @@ namespace arfuse {
 using detail::require_pointer;
 
 void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
-  ctx.spec(jit::Module::rmsnorm_quant, a.hidden, a.dtype, a.quant, a.norm);  // checks hidden
+  // Checks hidden against the group size the call asks for, not the default one.
+  ctx.spec(jit::Module::rmsnorm_quant, a.hidden, a.dtype, a.quant, a.norm, 1, 1, a.group, a.scale_format);
   detail::require_block_scaling(a.quant, a.group, a.scale_layout, a.hidden);
   detail::require_tokens(a.tokens);
   detail::require_eps(a.eps);
