@@ -205,6 +205,23 @@ TEST_CASE("a rank process killed mid-run leaves the others with PeerTimeout nami
   }
 }
 
+// A program that keeps its Group in a static: the Group is destroyed at exit, after whatever
+// the library built lazily (the driver), and must still find it loaded.
+TEST_CASE("a Group kept in a static is destroyed at exit without a crash", "[gpu][multiprocess]") {
+  std::vector<std::string> args = {"arfuse-tests", "--static-group-exit"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) == 0);
+  Workers w;
+  w.pids.push_back(pid);
+  wait_workers(w, std::chrono::seconds(60));
+  INFO("wait status " << w.status[0]);
+  REQUIRE(WIFEXITED(w.status[0]));
+  REQUIRE(WEXITSTATUS(w.status[0]) == 0);
+}
+
 TEST_CASE("NCCL path: a group of one rank runs NCCL's all-reduce and the epilogue to the contract", "[gpu][nccl]") {
   const std::string why = nccl_unavailable_reason();
   INFO(why);

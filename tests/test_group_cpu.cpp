@@ -1,6 +1,10 @@
 // [cpu] What the Group decides without a GPU: argument validation messages, tuning-table
 // parsing and the one-/two-stage dispatch.
+#include <memory>
+#include <type_traits>
+
 #include "arfuse/base/error.hpp"
+#include "arfuse/base/load_once.hpp"
 #include "arfuse/runtime/call_check.hpp"
 #include "arfuse/runtime/group.hpp"
 #include "arfuse/templates/signal.cuh"
@@ -168,4 +172,24 @@ TEST_CASE("a call descriptor names every quant mode in a CallMismatch message", 
     CHECK_THAT(describe_call(d), Contains(std::string("quant ") + jit::to_string(quant) + ", norm gemma"));
   }
   CHECK_THAT(describe_call(call_descriptor(3, 2048, false, 0, 0, 1, false)), Contains("plain all-reduce"));
+}
+
+TEST_CASE("what is loaded lazily is built once, retried after a failure, and never unloaded", "[cpu][group]") {
+  // No destructor: a static Group destroyed at exit must still find the driver loaded.
+  STATIC_REQUIRE(std::is_trivially_destructible_v<LoadOnce<int>>);
+  static LoadOnce<int> value;
+  int builds = 0;
+  auto failing = [&]() -> std::unique_ptr<int> {
+    ++builds;
+    throw Error("not installed");
+  };
+  REQUIRE_THROWS_AS(value.get(failing), Error);
+  auto make = [&] {
+    ++builds;
+    return std::make_unique<int>(42);
+  };
+  REQUIRE(value.get(make) == 42);
+  REQUIRE(value.get(make) == 42);
+  REQUIRE(*value.shared(make) == 42);
+  REQUIRE(builds == 2);
 }

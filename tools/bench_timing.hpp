@@ -36,8 +36,9 @@ struct CopyMeasurement {
 };
 
 // Bytes per second (read + write counted) of 1 GiB copies: 16-byte vector copy kernels with
-// 1, 4 and 8 vectors in flight per thread, plain and with streaming cache hints, and the
-// driver's device-to-device copy, each in the same graphs of 16 calls.
+// 1 to 8 vectors in flight per thread, persistent or one block per contiguous span, plain and
+// with streaming cache hints, and the driver's device-to-device copy, each in the same graphs
+// of 16 calls.
 std::vector<CopyMeasurement> copy_bandwidths(const Device& device, int runs);
 // The fastest of them: the ceiling every "% of ceiling" is against.
 CopyMeasurement best_copy(const std::vector<CopyMeasurement>& measured);

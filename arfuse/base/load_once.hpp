@@ -9,29 +9,37 @@
 
 namespace arfuse {
 
+//
+// What was loaded is never unloaded, and a LoadOnce has no destructor: a Group or buffer that a
+// program keeps in a static is destroyed at exit, possibly after this LoadOnce's own static, and
+// still calls into the driver (a static Group built before anything else touched the driver
+// crashed the process at exit when the driver was unloaded first).
 template <typename T>
 class LoadOnce {
  public:
   template <typename Make>
   const T& get(Make&& make) {
     if (const T* ready = ready_.load(std::memory_order_acquire)) return *ready;
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!value_) {
-      value_ = make();  // a std::unique_ptr<T> or std::shared_ptr<T>
-      ready_.store(value_.get(), std::memory_order_release);
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (!state_->value) {
+      state_->value = make();  // a std::unique_ptr<T> or std::shared_ptr<T>
+      ready_.store(state_->value.get(), std::memory_order_release);
     }
-    return *value_;
+    return *state_->value;
   }
   // The owning pointer, for callers that hand out shared ownership.
   template <typename Make>
   std::shared_ptr<const T> shared(Make&& make) {
     get(std::forward<Make>(make));
-    return value_;
+    return state_->value;
   }
 
  private:
-  std::mutex mutex_;
-  std::shared_ptr<const T> value_;
+  struct State {
+    std::mutex mutex;
+    std::shared_ptr<const T> value;
+  };
+  State* state_ = new State;  // deliberately never deleted (above); reachable from the static
   std::atomic<const T*> ready_{nullptr};
 };
 
