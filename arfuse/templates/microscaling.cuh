@@ -49,19 +49,22 @@ ARFUSE_HOST_DEVICE inline int mx_exponent(float amax) {
 }
 
 // E2M1 code of a finite v: round to nearest, ties to the even code, saturating at 6, sign kept
-// (also for zero). The thresholds are the midpoints of {0, 0.5, 1, 1.5, 2, 3, 4, 6}; at each
-// the even code wins (<= towards an even code below, < towards an odd one).
+// (also for zero). Below 2 the values are the halves 0..1.5: 2|v| rounded to an integer by the
+// one fp32 addition of 2^23 (spacing 1 there; the FPU's own ties-to-even), read off the low
+// bits. From 2 up E2M1 is a float with one mantissa bit: |v|'s bits rounded to that bit with
+// ties to even (add 2^21 - 1 plus the kept bit's parity), then exponent and bit are the code
+// (2 -> 4 ... 6 -> 7), saturating at 7. No chain of comparisons: a few integer operations.
 ARFUSE_HOST_DEVICE inline unsigned e2m1_code(float v) {
-  const float a = v < 0.0f ? -v : v;
-  const unsigned magnitude = a <= 0.25f   ? 0u
-                             : a < 0.75f  ? 1u
-                             : a <= 1.25f ? 2u
-                             : a < 1.75f  ? 3u
-                             : a <= 2.5f  ? 4u
-                             : a < 3.5f   ? 5u
-                             : a <= 5.0f  ? 6u
-                                          : 7u;
-  return ((float_to_bits(v) >> 28) & 0x8u) | magnitude;
+  const unsigned bits = float_to_bits(v), magnitude_bits = bits & 0x7fffffffu;
+  const float a = bits_to_float(magnitude_bits);
+  unsigned magnitude;
+  if (a < 2.0f) {
+    magnitude = float_to_bits(a * 2.0f + 0x1p23f) & 0x7u;  // a * 2 is exact, so a fused multiply-add rounds alike
+  } else {
+    const unsigned rounded = (magnitude_bits + 0x1fffffu + ((magnitude_bits >> 22) & 1u)) >> 22;
+    magnitude = rounded - 252u < 7u ? rounded - 252u : 7u;  // exponent 128 (2.0) -> 4
+  }
+  return ((bits >> 28) & 0x8u) | magnitude;
 }
 
 }  // namespace arfuse
