@@ -35,7 +35,8 @@ const char* kUsage = R"(usage: arfuse-bench MODE [options]
 modes:
   epilogue   rmsnorm_quant alone (the kernel after an external all-reduce)
   fused      the Group's fused all-reduce + epilogue, W virtual ranks on GPU 0, against the
-             unfused path (arfuse all-reduce + rmsnorm_quant + token_quant), interleaved
+             unfused path (arfuse all-reduce + rmsnorm_quant + token_quant, or group_quant
+             for fp8_group and mxfp4), interleaved
   allreduce  the plain all-reduce, one-stage against two-stage, interleaved
   compile    JIT cold compile, disk hit and memory hit (needs no GPU)
   report     re-print a saved --json FILE as a table (and --svg); needs no GPU

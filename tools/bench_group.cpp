@@ -79,22 +79,28 @@ struct Workload {
     ar.input = g.rank(r).input_buffer(), ar.out = out, ar.tokens = s.tokens, ar.hidden = s.hidden;
     g.rank(r).allreduce(ar, *streams[size_t(r)]);
   }
-  // The unfused path: all-reduce, then residual + RMSNorm, then (fp8) per-token quant. The
-  // block-scaled modes have no standalone quantiser yet: all-reduce, then rmsnorm_quant in the mode.
+  // The unfused path: all-reduce, then residual + RMSNorm, then the quantiser of the mode
+  // (token_quant for per-token FP8, group_quant for fp8_group and MXFP4): three kernels, as an
+  // engine without the fusion runs them.
   void unfused(int r, int c) {
     Set& x = set(r, c);
     allreduce(r, x.sum.get());
     RmsnormQuantArgs e;
     e.input = x.sum.get(), e.residual_in = x.res.get(), e.residual_out = x.res_out.get(),
     e.weight = weights[size_t(r)]->get();
-    e.out = q == Quant::fp8 ? x.y.get() : x.out.get(), e.tokens = s.tokens, e.hidden = s.hidden;
-    if (q != Quant::fp8) e.quant = q, e.scales = x.scales.get();
+    e.out = q == Quant::none ? x.out.get() : x.y.get(), e.tokens = s.tokens, e.hidden = s.hidden;
     rmsnorm_quant(g.rank(r).context(), e, *streams[size_t(r)]);
-    if (q != Quant::fp8) return;
-    TokenQuantArgs t;
-    t.input = x.y.get(), t.out = x.out.get(), t.scales = static_cast<float*>(x.scales.get()), t.tokens = s.tokens,
-    t.hidden = s.hidden;
-    token_quant(g.rank(r).context(), t, *streams[size_t(r)]);
+    if (q == Quant::fp8) {
+      TokenQuantArgs t;
+      t.input = x.y.get(), t.out = x.out.get(), t.scales = static_cast<float*>(x.scales.get()), t.tokens = s.tokens,
+      t.hidden = s.hidden;
+      token_quant(g.rank(r).context(), t, *streams[size_t(r)]);
+    } else if (q != Quant::none) {
+      GroupQuantArgs t;
+      t.input = x.y.get(), t.out = x.out.get(), t.scales = x.scales.get(), t.tokens = s.tokens, t.hidden = s.hidden;
+      t.quant = q;  // the bench's fp8_group is group 128 with fp32 scales, row-major: the defaults
+      group_quant(g.rank(r).context(), t, *streams[size_t(r)]);
+    }
   }
 
   void finish() {
