@@ -11,7 +11,10 @@ examples/eager_host_overhead.cpp do), so the numbers compare with those tools' n
   graph: the op captured into torch CUDA graphs of 16 calls per rank, replayed; device time per
         call (median over --runs), with the input in a torch tensor (the kernel copies it into
         the staging buffer) and in the staging buffer itself (Communicator.input_buffer), which
-        is how `arfuse-bench fused` times the same shape.
+        is how `arfuse-bench fused` times the same shape; and the binding in the graph with
+        the staged input and outputs allocated once ("binding staged"): the same kernel
+        launches without the op's per-call output allocations, to tell their cost from the
+        kernel's.
 """
 
 import argparse
@@ -96,9 +99,9 @@ class Ranks:
     def op_staged(self, r):
         return self.comms[r].allreduce_rmsnorm_(self.staged[r], self.residual[r], self.weight, 1e-6, self.quant)
 
-    def binding(self, r, outputs):
+    def binding(self, r, outputs, staged=False):
         out, scales, mirror = outputs[r]
-        c, x = self.comms[r], self.x[r]
+        c, x = self.comms[r], (self.staged if staged else self.x)[r]
         c._impl.allreduce_rmsnorm(c._local_rank, x.data_ptr(), self.residual[r].data_ptr(),
                                   self.residual[r].data_ptr(), self.weight.data_ptr(), 1e-6, out.data_ptr(),
                                   scales.data_ptr() if scales.numel() else 0,
@@ -168,7 +171,7 @@ def main(argv=None):
         return 1
     print(f"device: {torch.cuda.get_device_name(0)}; W = {args.world} virtual ranks; {args.dtype}; quant {args.quant}")
     print(f"{'tokens x hidden':>16} {'op host us':>11} {'binding us':>11} {'op graph us':>12} {'(min-max)':>15} "
-          f"{'staged in us':>12} {'(min-max)':>15}")
+          f"{'staged in us':>12} {'(min-max)':>15} {'binding staged':>14} {'(min-max)':>15}")
     try:
         for tokens, hidden in args.shapes:
             ranks = Ranks(comms, tokens, hidden, dtype, args.quant)
@@ -177,8 +180,11 @@ def main(argv=None):
             binding_host = host_us(ranks, lambda r: ranks.binding(r, outputs), args.calls, args.batches)
             median, low, high = graph_us(ranks, ranks.op, args.replays, args.runs)
             staged, staged_low, staged_high = graph_us(ranks, ranks.op_staged, args.replays, args.runs)
+            bound, bound_low, bound_high = graph_us(ranks, lambda r: ranks.binding(r, outputs, staged=True),
+                                                    args.replays, args.runs)
             print(f"{tokens:>7} x {hidden:<6} {op_host:>11.2f} {binding_host:>11.2f} {median:>12.2f} "
-                  f"{f'({low:.2f}-{high:.2f})':>15} {staged:>12.2f} {f'({staged_low:.2f}-{staged_high:.2f})':>15}")
+                  f"{f'({low:.2f}-{high:.2f})':>15} {staged:>12.2f} {f'({staged_low:.2f}-{staged_high:.2f})':>15} "
+                  f"{bound:>14.2f} {f'({bound_low:.2f}-{bound_high:.2f})':>15}")
     finally:
         torch.cuda.synchronize()
         comms[0].close()

@@ -193,3 +193,21 @@ def test_local_group_bad_transport_and_timeout_are_refused_by_the_runtime():
 def test_local_group_without_a_gpu_is_unavailable():
     with pytest.raises(arfuse.Unavailable):
         aft.local_communicators([0, 0], max_tokens=8, max_hidden=64)
+
+
+def test_bench_help_and_argument_errors():
+    import subprocess
+    import sys
+
+    def bench(*args):
+        return subprocess.run([sys.executable, "-m", "arfuse.bench", *args], capture_output=True, text=True,
+                              timeout=120)
+
+    shown = bench("--help")
+    assert shown.returncode == 0, shown.stderr
+    assert "binding staged" in shown.stdout and "--shapes" in shown.stdout
+    for args, words in ((["--shapes", "12"], "--shapes must look like"), (["--runs", "0"], "--runs must be positive")):
+        refused = bench(*args)
+        assert refused.returncode == 2 and words in refused.stderr, refused.stderr
+    unavailable = bench("--shapes", "12x6144")  # no GPU here: a message, not a traceback
+    assert unavailable.returncode == 1 and "Traceback" not in unavailable.stderr, unavailable.stderr
