@@ -236,6 +236,28 @@ std::string backend_description() {
   return std::string("the ") + Device::runtime() + " backend" + (through_adapter ? " (HIP over the CUDA driver)" : "");
 }
 
+// Every option of the timing modes, checked before the device is opened: a bad row is a usage
+// error at once, not the end of a long run after the rows before it were measured.
+void check_timing_options(const CommandLine& cl) {
+  const auto shapes = parse_shapes(cl.value("shapes", kDefaultShapes));
+  const auto quants = parse_quants(cl.value("quant", "none,fp8"));
+  cl.integer("runs", 7, 1, 1000), cl.integer("replays", 20, 1, 10000), cl.integer("world", 4, 2, 8);
+  if (cl.has("stage")) cl.integer("stage", 1, 1, 2);
+  for (const Shape& s : shapes) {
+    if (s.hidden > kMaxHidden) {
+      throw UsageError(fmt::format("shape {}x{}: hidden is at most {}", s.tokens, s.hidden, kMaxHidden));
+    }
+    for (Quant q : quants) {
+      try {
+        jit::check_block_scaling(q, 128, s.hidden);  // the bench's fp8_group is G = 128
+      } catch (const Error& e) {
+        throw UsageError(
+            fmt::format("shape {}x{} with --quant {}: {}", s.tokens, s.hidden, jit::to_string(q), e.what()));
+      }
+    }
+  }
+}
+
 int bench_main(int argc, char** argv) {
   CommandLine cl(argc, argv, {"call-check-cost"},
                  {"shapes", "quant", "world", "stage", "runs", "replays", "json", "svg", "peers", "tune", "hidden",
@@ -271,7 +293,7 @@ int bench_main(int argc, char** argv) {
     bench_tune(cl);
     return 0;
   }
-  parse_quants(cl.value("quant", "none,fp8"));  // a usage error before the device is opened
+  check_timing_options(cl);
   Context ctx;
   std::printf("device: %s (%s, %d SMs) through %s\n", ctx.device().name().c_str(), ctx.device().target().name().c_str(),
               ctx.device().multiprocessors(), backend_description().c_str());
