@@ -101,7 +101,7 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
         a.input = set.in.get(), a.residual_in = set.res.get(), a.residual_out = set.res_out.get(),
         a.weight = weight.get();
         a.out = set.out.get(), a.scales = set.scales.get(), a.tokens = s.tokens, a.hidden = s.hidden;
-        a.quant = q;
+        a.quant = q, a.group = kBenchGroupSize;
         return a;
       };
       Stream stream(ctx.device());
@@ -111,18 +111,13 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
           ctx.device(), streams, [&](int, int c) { rmsnorm_quant(ctx, args_for(c), stream); }, replays, runs);
       stream.synchronize();
       reference::EpilogueConfig config{s.hidden, DType::bf16, q, jit::Norm::rms, 1e-6f, ctx.device().target()};
+      config.group = kBenchGroupSize;
       const auto e = reference::epilogue(config, s.tokens, in, res, w);
       row.exact = true;
-      compare_t(row, sets[0].res_out.download<std::uint16_t>(n), e.residual_out);
-      if (q == Quant::none) {
-        compare_t(row, sets[0].out.download<std::uint16_t>(n), e.out);
-      } else if (q == Quant::fp8) {
-        compare_fp8(row, sets[0].out.download<std::uint8_t>(n), sets[0].scales.download<float>(size_t(s.tokens)), e.q,
-                    e.scales, s.hidden, config.target.fp8_format());
-      } else {
-        compare_block_scaled(row, sets[0].out, sets[0].scales, e);
-      }
-      row.resources = describe_resources(ctx.kernel(ctx.spec(jit::Module::rmsnorm_quant, s.hidden, DType::bf16, q)));
+      compare_epilogue_outputs(row, q, s.hidden, config.target.fp8_format(), sets[0].res_out, sets[0].out,
+                               sets[0].scales, e);
+      row.resources = describe_resources(ctx.kernel(
+          ctx.spec(jit::Module::rmsnorm_quant, s.hidden, DType::bf16, q, jit::Norm::rms, 1, 1, kBenchGroupSize)));
       rows.push_back(row);
     }
   }
@@ -249,7 +244,7 @@ void check_timing_options(const CommandLine& cl) {
     }
     for (Quant q : quants) {
       try {
-        jit::check_block_scaling(q, 128, s.hidden);  // the bench's fp8_group is G = 128
+        jit::check_block_scaling(q, kBenchGroupSize, s.hidden);
       } catch (const Error& e) {
         throw UsageError(
             fmt::format("shape {}x{} with --quant {}: {}", s.tokens, s.hidden, jit::to_string(q), e.what()));

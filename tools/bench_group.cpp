@@ -71,7 +71,7 @@ struct Workload {
     AllreduceRmsnormArgs a;
     a.input = g.rank(r).input_buffer(), a.residual_in = x.res.get(), a.residual_out = x.res_out.get();
     a.weight = weights[size_t(r)]->get(), a.out = x.out.get(), a.scales = x.scales.get();
-    a.tokens = s.tokens, a.hidden = s.hidden, a.quant = q;
+    a.tokens = s.tokens, a.hidden = s.hidden, a.quant = q, a.group = kBenchGroupSize;
     g.rank(r).allreduce_rmsnorm(a, *streams[size_t(r)]);
   }
   void allreduce(int r, void* out) {
@@ -98,7 +98,7 @@ struct Workload {
     } else if (q != Quant::none) {
       GroupQuantArgs t;
       t.input = x.y.get(), t.out = x.out.get(), t.scales = x.scales.get(), t.tokens = s.tokens, t.hidden = s.hidden;
-      t.quant = q;  // the bench's fp8_group is group 128 with fp32 scales, row-major: the defaults
+      t.quant = q, t.group = kBenchGroupSize;  // fp32 scales, row-major: the defaults
       group_quant(g.rank(r).context(), t, *streams[size_t(r)]);
     }
   }
@@ -117,21 +117,14 @@ struct Workload {
   // The rows' outputs (set 0 of every rank) against the reference epilogue.
   void compare_epilogue(Row& row) {
     reference::EpilogueConfig config{s.hidden, DType::bf16, q, jit::Norm::rms, 1e-6f, g.rank(0).device().target()};
+    config.group = kBenchGroupSize;
     if (!expected)
       expected = std::make_unique<reference::EpilogueOutputs>(
           reference::epilogue(config, s.tokens, reference::fold(inputs, DType::bf16), residual, weight));
     row.exact = true;
     for (int r = 0; r < g.world(); ++r) {
       Set& x = sets[size_t(r)][0];
-      compare_t(row, x.res_out.download<std::uint16_t>(n), expected->residual_out);
-      if (q == Quant::none) {
-        compare_t(row, x.out.download<std::uint16_t>(n), expected->out);
-      } else if (q == Quant::fp8) {
-        compare_fp8(row, x.out.download<std::uint8_t>(n), x.scales.download<float>(size_t(s.tokens)), expected->q,
-                    expected->scales, s.hidden, config.target.fp8_format());
-      } else {
-        compare_block_scaled(row, x.out, x.scales, *expected);
-      }
+      compare_epilogue_outputs(row, q, s.hidden, config.target.fp8_format(), x.res_out, x.out, x.scales, *expected);
     }
   }
 
@@ -154,8 +147,8 @@ int replays_of(const CommandLine& cl) { return int(cl.integer("replays", 20, 1, 
 
 std::string fused_resources(Group& g, const Shape& s, Quant q, int stage) {
   Context& c = g.rank(0).context();
-  return describe_resources(
-      c.kernel(c.spec(jit::Module::fused_ar, s.hidden, DType::bf16, q, jit::Norm::rms, g.world(), stage)));
+  return describe_resources(c.kernel(
+      c.spec(jit::Module::fused_ar, s.hidden, DType::bf16, q, jit::Norm::rms, g.world(), stage, kBenchGroupSize)));
 }
 
 }  // namespace

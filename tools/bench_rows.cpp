@@ -53,7 +53,7 @@ std::vector<jit::Quant> parse_quants(const std::string& text) {
 }
 
 std::string out_name(jit::Quant q) {
-  if (q == jit::Quant::fp8_group) return "fp8_group128";
+  if (q == jit::Quant::fp8_group) return fmt::format("fp8_group{}", kBenchGroupSize);
   return q == jit::Quant::none ? "bf16" : jit::to_string(q);
 }
 
@@ -62,7 +62,7 @@ std::size_t output_bytes(jit::Quant q, std::size_t tokens, std::size_t hidden) {
   switch (q) {
     case jit::Quant::none: return n * 2;
     case jit::Quant::fp8: return n + tokens * 4;
-    case jit::Quant::fp8_group: return n + tokens * (hidden / 128) * 4;
+    case jit::Quant::fp8_group: return n + tokens * (hidden / kBenchGroupSize) * 4;
     case jit::Quant::mxfp4: return n / 2 + tokens * (hidden / 32);
     default: throw UsageError(fmt::format("the bench does not time quant {}", jit::to_string(q)));
   }
@@ -127,6 +127,19 @@ void compare_block_scaled(Row& row, DeviceBuffer& out, DeviceBuffer& scales, con
   std::vector<std::uint8_t> expected(e.scales.size() * 4);
   std::memcpy(expected.data(), e.scales.data(), expected.size());
   compare_bytes(row, scales.download<std::uint8_t>(expected.size()), expected);
+}
+
+void compare_epilogue_outputs(Row& row, jit::Quant quant, int hidden, jit::Fp8Format format, DeviceBuffer& residual_out,
+                              DeviceBuffer& out, DeviceBuffer& scales, const reference::EpilogueOutputs& e) {
+  const std::size_t n = e.residual_out.size(), tokens = n / std::size_t(hidden);
+  compare_t(row, residual_out.download<std::uint16_t>(n), e.residual_out);
+  if (quant == jit::Quant::none) {
+    compare_t(row, out.download<std::uint16_t>(n), e.out);
+  } else if (quant == jit::Quant::fp8) {
+    compare_fp8(row, out.download<std::uint8_t>(n), scales.download<float>(tokens), e.q, e.scales, hidden, format);
+  } else {
+    compare_block_scaled(row, out, scales, e);
+  }
 }
 
 void compare_fp8(Row& row, const std::vector<std::uint8_t>& q, const std::vector<float>& scales,

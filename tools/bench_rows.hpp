@@ -38,7 +38,10 @@ struct Row {
 constexpr const char* kDefaultShapes = "12x6144,128x8192,512x6144,2517x6144,4097x6144,2048x8192";
 
 std::vector<Shape> parse_shapes(const std::string& text);
-// none, fp8, fp8_group (group 128, fp32 scales, row-major) and mxfp4.
+// The group size of the bench's fp8_group rows (fp32 scales, row-major: the calls' defaults).
+constexpr int kBenchGroupSize = 128;
+
+// none, fp8, fp8_group (kBenchGroupSize) and mxfp4.
 std::vector<jit::Quant> parse_quants(const std::string& text);
 // What a row's output is called in the tables: bf16, fp8, fp8_group128, mxfp4.
 std::string out_name(jit::Quant quant);
@@ -60,6 +63,10 @@ void compare_bytes(Row& row, const std::vector<std::uint8_t>& got, const std::ve
 // A block-scaled row's codes and scales (fp32 or E8M0 bytes) against the reference, byte for byte.
 void compare_block_scaled(Row& row, DeviceBuffer& out, DeviceBuffer& scales,
                           const reference::EpilogueOutputs& expected);
+// One call's epilogue outputs (residual_out, then out and scales as mode `quant` has them)
+// against the reference, and-ed into `row`.
+void compare_epilogue_outputs(Row& row, jit::Quant quant, int hidden, jit::Fp8Format format, DeviceBuffer& residual_out,
+                              DeviceBuffer& out, DeviceBuffer& scales, const reference::EpilogueOutputs& expected);
 void compare_fp8(Row& row, const std::vector<std::uint8_t>& q, const std::vector<float>& scales,
                  const std::vector<std::uint8_t>& q_expected, const std::vector<float>& scales_expected, int hidden,
                  jit::Fp8Format format);
