@@ -62,6 +62,8 @@ void check_block_scaling(Quant quant, int group, int hidden) {
   }
 }
 
+bool takes_quant(Module m, Quant q) { return m != Module::group_quant || q == Quant::fp8_group || q == Quant::mxfp4; }
+
 bool writes_mirror(Quant q) {
   return q == Quant::fp8_mirror || q == Quant::fp8_group_mirror || q == Quant::mxfp4_mirror;
 }
@@ -74,7 +76,7 @@ void KernelSpec::validate() const {
                     hidden, kMaxHidden));
   }
   const KernelSpec c = canonical();
-  if (module == Module::group_quant && quant != Quant::fp8_group && quant != Quant::mxfp4) {
+  if (!takes_quant(module, quant)) {
     throw Error(fmt::format("group_quant quantises y with fp8_group or mxfp4, not {}", to_string(quant)));
   }
   check_block_scaling(c.quant, c.group, hidden);

@@ -73,6 +73,9 @@ ARFUSE_API bool uses_quant(Module module);
 ARFUSE_API bool is_group_fp8(Quant quant);
 ARFUSE_API bool is_mxfp4(Quant quant);
 ARFUSE_API bool writes_mirror(Quant quant);
+// Whether `module` has a kernel for `quant`: group_quant only for fp8_group and mxfp4 (the
+// mirror modes belong to the epilogue kernels); every other module for every mode.
+ARFUSE_API bool takes_quant(Module module, Quant quant);
 // The group size (32, 64 or 128, dividing hidden) of the fp8_group modes and MXFP4's hidden
 // divisible by 32; throws Error naming the value. KernelSpec::validate and the calls' argument
 // checks both use it.

@@ -98,8 +98,7 @@ void expand(Module m, const Selection& sel, const std::vector<Target>& targets, 
                 for (int ww : w)
                   for (int ss : s) {
                     if (sel.quants_defaulted && !divides(qq, g, h)) continue;
-                    const bool takes = m != Module::group_quant || qq == Quant::fp8_group || qq == Quant::mxfp4;
-                    if (!takes && (sel.quants_defaulted || sel.modules_defaulted)) continue;
+                    if (!takes_quant(m, qq) && (sel.quants_defaulted || sel.modules_defaulted)) continue;
                     KernelSpec spec;
                     spec.module = m, spec.hidden = h, spec.dtype = d, spec.quant = qq, spec.norm = nn;
                     spec.group = g, spec.scale = sf, spec.world = ww, spec.stage = ss, spec.target = target;

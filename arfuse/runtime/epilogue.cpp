@@ -56,7 +56,7 @@ void token_quant(Context& ctx, const TokenQuantArgs& a, const Stream& stream) {
 }
 
 void group_quant(Context& ctx, const GroupQuantArgs& a, const Stream& stream) {
-  if (a.quant != jit::Quant::fp8_group && a.quant != jit::Quant::mxfp4) {
+  if (!jit::takes_quant(jit::Module::group_quant, a.quant)) {
     throw Error(
         fmt::format("group_quant takes quant fp8_group or mxfp4, not {} (the mirror modes belong to the "
                     "epilogue kernels)",
