@@ -30,8 +30,7 @@ fp8_group, or uint8 [tokens, hidden / 2] (two E2M1 codes per byte) for mxfp4. ``
 "ue8m0_f32") or uint8 E8M0 ("e8m0"), [tokens, hidden / group] or, with scale_layout
 "column_major", [hidden / group, tokens]; for mxfp4 uint8 E8M0 [tokens, hidden / 32]. ``mirror``:
 T [tokens, hidden] (the output before quantisation) for the _mirror modes. Outputs a call does
-not produce are empty tensors of shape [0]. The block-scaled modes (fp8_group, mxfp4) have not
-run on a GPU yet.
+not produce are empty tensors of shape [0].
 
 Every rank must make the same calls in the same order. A rank that does not arrive makes the
 others' kernels give up after ``timeout`` seconds: synchronise, then ``check()`` raises
@@ -347,7 +346,7 @@ def _(input, quant, group=128, scale_format="f32", scale_layout="row_major"):
 def group_quant(input, quant="fp8_group", group=128, scale_format="f32", scale_layout="row_major"):
     """Per-token-group FP8 or MXFP4 of a tensor that already is y: ``(out, scales)``, shaped as
     the epilogue ops shape them. For the _mirror output of an epilogue op it gives that op's
-    bytes and scales. Not run on a GPU yet."""
+    bytes and scales."""
     return torch.ops.arfuse.group_quant(input, quant, group, scale_format, scale_layout)
 
 
