@@ -137,8 +137,8 @@ std::vector<CopyMeasurement> copy_bandwidths(const Device& device, int runs) {
   void* out = b.get();
   long long n = (long long)(bytes / 16);
   std::vector<CopyMeasurement> results;
-  // Persistent grids reached 3.91-3.99 TB/s on the H200, one-shot 128-thread blocks 4.19
-  // (PyTorch's elementwise copy 4.28 in the same run); the spread around the best is kept.
+  // On the H200 persistent grids reached 3.91-3.99 TB/s, one-shot grids 4.10-4.27 (best: 128
+  // threads x 2 vectors; PyTorch's elementwise copy 4.28); the spread around the best is kept.
   const std::vector<CopyVariant> variants{{1, false, true, 512},  {8, false, true, 512},  {8, true, true, 512},
                                           {2, false, false, 128}, {4, false, false, 128}, {8, false, false, 128},
                                           {4, true, false, 128},  {4, false, false, 64},  {4, false, false, 256}};
