@@ -48,6 +48,16 @@ struct Workers {
   std::vector<int> status;  // waitpid status per rank
 };
 
+// The test binary itself, re-executed with `args` (argv[0] first).
+pid_t spawn_self(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) == 0);
+  return pid;
+}
+
 Workers spawn_workers(int world, const std::string& dir, unsigned seed, int die_rank, int die_at, int timeout_ms) {
   Workers w;
   const std::string socket = dir + "/bootstrap.sock";
@@ -61,12 +71,7 @@ Workers spawn_workers(int world, const std::string& dir, unsigned seed, int die_
                                      dir,
                                      std::to_string(r == die_rank ? die_at : -1),
                                      std::to_string(timeout_ms)};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    REQUIRE(posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) == 0);
-    w.pids.push_back(pid);
+    w.pids.push_back(spawn_self(args));
   }
   return w;
 }
@@ -208,14 +213,8 @@ TEST_CASE("a rank process killed mid-run leaves the others with PeerTimeout nami
 // A program that keeps its Group in a static: the Group is destroyed at exit, after whatever
 // the library built lazily (the driver), and must still find it loaded.
 TEST_CASE("a Group kept in a static is destroyed at exit without a crash", "[gpu][multiprocess]") {
-  std::vector<std::string> args = {"arfuse-tests", "--static-group-exit"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  REQUIRE(posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) == 0);
   Workers w;
-  w.pids.push_back(pid);
+  w.pids.push_back(spawn_self({"arfuse-tests", "--static-group-exit"}));
   wait_workers(w, std::chrono::seconds(60));
   INFO("wait status " << w.status[0]);
   REQUIRE(WIFEXITED(w.status[0]));
