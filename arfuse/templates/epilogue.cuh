@@ -52,6 +52,9 @@ __device__ __forceinline__ float block_reduce(float v, float* partials) {
 
 template <int H, int THREADS>
 __device__ __forceinline__ bool owns_vector(int k) {
+  // When the vectors fill the block exactly, a constant after unrolling: no per-vector
+  // predicate for the compiler to keep (the block-scaled loops spilled under the register cap).
+  if constexpr (H / 8 % THREADS == 0) return k < H / 8 / THREADS;
   return threadIdx.x + k * THREADS < H / 8;
 }
 
