@@ -237,19 +237,22 @@ void bind_group_class(nb::module_& m) {
            [](PyGroup& g, int local, std::uintptr_t input, std::uintptr_t residual_in, std::uintptr_t residual_out,
               std::uintptr_t weight, float eps, std::uintptr_t out, std::uintptr_t scales, std::uintptr_t mirror,
               int tokens, int hidden, const std::string& dtype, const std::string& quant, const std::string& norm,
-              int group, const std::string& scale_format, const std::string& scale_layout, std::uintptr_t stream) {
+              int group, const std::string& scale_format, const std::string& scale_layout, bool pdl,
+              std::uintptr_t stream) {
              Rank& rank = g.rank(local);
              AllreduceRmsnormArgs args;
              static_cast<RmsnormQuantArgs&>(args) =
                  epilogue_args({input, residual_in, residual_out, weight, out, scales, mirror}, eps, tokens, hidden,
                                dtype, Mode{quant, norm, group, scale_format, scale_layout});
+             args.pdl = pdl;
              rank.allreduce_rmsnorm(args, Stream(rank.device(), mutable_address(stream)));
            })
       .def("allreduce",
            [](PyGroup& g, int local, std::uintptr_t input, std::uintptr_t out, int tokens, int hidden,
-              const std::string& dtype, std::uintptr_t stream) {
+              const std::string& dtype, bool pdl, std::uintptr_t stream) {
              Rank& rank = g.rank(local);
              AllreduceArgs args;
+             args.pdl = pdl;
              args.input = address(input);
              args.out = mutable_address(out);
              args.tokens = tokens;
@@ -300,21 +303,23 @@ void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatc
       [](int device, std::uintptr_t input, std::uintptr_t residual_in, std::uintptr_t residual_out,
          std::uintptr_t weight, float eps, std::uintptr_t out, std::uintptr_t scales, std::uintptr_t mirror, int tokens,
          int hidden, const std::string& dtype, const std::string& quant, const std::string& norm, int group,
-         const std::string& scale_format, const std::string& scale_layout, std::uintptr_t stream) {
+         const std::string& scale_format, const std::string& scale_layout, bool pdl, std::uintptr_t stream) {
         Context& ctx = context_for(device);
-        rmsnorm_quant(ctx,
-                      epilogue_args({input, residual_in, residual_out, weight, out, scales, mirror}, eps, tokens,
-                                    hidden, dtype, Mode{quant, norm, group, scale_format, scale_layout}),
-                      Stream(ctx.device(), mutable_address(stream)));
+        RmsnormQuantArgs args =
+            epilogue_args({input, residual_in, residual_out, weight, out, scales, mirror}, eps, tokens, hidden, dtype,
+                          Mode{quant, norm, group, scale_format, scale_layout});
+        args.pdl = pdl;
+        rmsnorm_quant(ctx, args, Stream(ctx.device(), mutable_address(stream)));
       },
       "The standalone epilogue (runtime/epilogue.hpp) on `device`'s stream `stream`.");
   m.def(
       "group_quant",
       [](int device, std::uintptr_t input, std::uintptr_t out, std::uintptr_t scales, int tokens, int hidden,
          const std::string& dtype, const std::string& quant, int group, const std::string& scale_format,
-         const std::string& scale_layout, std::uintptr_t stream) {
+         const std::string& scale_layout, bool pdl, std::uintptr_t stream) {
         Context& ctx = context_for(device);
         GroupQuantArgs a;
+        a.pdl = pdl;
         a.input = address(input), a.out = mutable_address(out), a.scales = mutable_address(scales);
         a.tokens = tokens, a.hidden = hidden, a.dtype = jit::parse_dtype(dtype), a.quant = jit::parse_quant(quant);
         a.group = group, a.scale_format = jit::parse_scale_format(scale_format);

@@ -3,11 +3,13 @@
 // software one over a sweep of fp32 bit patterns.
 #include <cstring>
 #include <limits>
+#include <memory>
 
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/reference/numerics.hpp"
 #include "arfuse/runtime/epilogue.hpp"
 
+#include "producer.hpp"
 #include "support.hpp"
 
 using namespace arfuse;
@@ -42,7 +44,8 @@ struct EpilogueCase {
   DType dtype;
   Quant quant;
   Norm norm;
-  bool in_place;  // residual_out over residual_in, as engines call it
+  bool in_place;     // residual_out over residual_in, as engines call it
+  bool pdl = false;  // a producer kernel writes the input; every launch is programmatic
 };
 
 // One rmsnorm_quant call on fresh random inputs (special rows included) with poisoned outputs,
@@ -51,7 +54,7 @@ void check_rmsnorm_quant(Context& ctx, const EpilogueCase& c) {
   Stream stream(ctx.device());
   auto rng = test::fresh_rng();
   const int tokens = c.tokens, hidden = c.hidden;
-  CAPTURE(to_string(c.dtype), to_string(c.quant), to_string(c.norm), tokens, hidden, c.in_place);
+  CAPTURE(to_string(c.dtype), to_string(c.quant), to_string(c.norm), tokens, hidden, c.in_place, c.pdl);
   const size_t n = size_t(tokens) * hidden;
 
   Bits16 ar = test::random_tensor(rng, n, c.dtype), residual = test::random_tensor(rng, n, c.dtype);
@@ -63,17 +66,38 @@ void check_rmsnorm_quant(Context& ctx, const EpilogueCase& c) {
   DeviceBuffer d_in(ctx.device(), n * 2), d_res(ctx.device(), n * 2), d_res_out(ctx.device(), n * 2),
       d_weight(ctx.device(), size_t(hidden) * 2), d_out(ctx.device(), n * 2),
       d_scales(ctx.device(), size_t(tokens) * 4), d_mirror(ctx.device(), n * 2);
-  d_in.upload(ar), d_res.upload(residual), d_weight.upload(weight);
+  d_res.upload(residual), d_weight.upload(weight);
   for (auto* b : {&d_res_out, &d_out, &d_scales, &d_mirror}) b->fill(kPoison);
   DeviceBuffer& res_out = c.in_place ? d_res : d_res_out;
+  // With PDL the input is poison until the producer writes it, and nothing synchronises between
+  // the launches: a kernel that read before its wait would read poison.
+  DeviceBuffer d_source(ctx.device(), n * 2);
+  std::unique_ptr<Kernel> producer;  // loaded until the stream is synchronised
+  if (c.pdl) {
+    d_source.upload(ar), d_in.fill(kPoison);
+    producer = std::make_unique<Kernel>(test::compile_producer(ctx.device()));
+    test::launch_producer(*producer, d_source.get(), d_in.get(), n * 2, stream);
+  } else {
+    d_in.upload(ar);
+  }
 
   RmsnormQuantArgs args;
   args.input = d_in.get(), args.residual_in = d_res.get(), args.residual_out = res_out.get();
   args.weight = d_weight.get(), args.eps = 1e-5f, args.out = d_out.get(),
   args.scales = static_cast<float*>(d_scales.get());
   args.mirror = d_mirror.get(), args.tokens = tokens, args.hidden = hidden;
-  args.dtype = c.dtype, args.quant = c.quant, args.norm = c.norm;
+  args.dtype = c.dtype, args.quant = c.quant, args.norm = c.norm, args.pdl = c.pdl;
   rmsnorm_quant(ctx, args, stream);
+  // Contract step 8: token_quant of the mirror reproduces the fused bytes and scales (with PDL
+  // it waits for rmsnorm_quant's mirror itself).
+  DeviceBuffer d_q2(ctx.device(), n), d_s2(ctx.device(), size_t(tokens) * 4);
+  if (c.quant == Quant::fp8_mirror) {
+    d_q2.fill(kPoison), d_s2.fill(kPoison);
+    TokenQuantArgs tq;
+    tq.input = d_mirror.get(), tq.out = d_q2.get(), tq.scales = static_cast<float*>(d_s2.get());
+    tq.tokens = tokens, tq.hidden = hidden, tq.dtype = c.dtype, tq.pdl = c.pdl;
+    token_quant(ctx, tq, stream);
+  }
   stream.synchronize();
 
   test::require_bits_equal(res_out.download<std::uint16_t>(n), expected.residual_out, "residual_out", hidden);
@@ -86,14 +110,6 @@ void check_rmsnorm_quant(Context& ctx, const EpilogueCase& c) {
   if (c.quant == Quant::fp8_mirror) {
     const auto mirror = d_mirror.download<std::uint16_t>(n);
     test::require_bits_equal(mirror, expected.mirror, "mirror", hidden);
-    // Contract step 8: token_quant of the mirror reproduces the fused bytes and scales.
-    DeviceBuffer d_q2(ctx.device(), n), d_s2(ctx.device(), size_t(tokens) * 4);
-    d_q2.fill(kPoison), d_s2.fill(kPoison);
-    TokenQuantArgs tq;
-    tq.input = d_mirror.get(), tq.out = d_q2.get(), tq.scales = static_cast<float*>(d_s2.get());
-    tq.tokens = tokens, tq.hidden = hidden, tq.dtype = c.dtype;
-    token_quant(ctx, tq, stream);
-    stream.synchronize();
     test::require_bits_equal(d_q2.download<std::uint8_t>(n), expected.q, "token_quant(mirror)", hidden);
     test::require_scales_equal(d_s2.download<float>(size_t(tokens)), expected.scales, "token_quant(mirror)");
   }
@@ -215,6 +231,66 @@ TEST_CASE("rmsnorm_quant matches the reference bit for bit", "[gpu][epilogue]") 
 // More rows (blocks) than are resident at once, so blocks start as others finish; in place too
 // (residual_out over residual_in), as engines call it, where a row's loads must all be issued
 // before its stores.
+// Programmatic dependent launch: a producer kernel writes the input and lets the next kernel
+// start early; each arfuse kernel must wait for it before reading (poisoned inputs otherwise).
+TEST_CASE("programmatic launches of rmsnorm_quant and token_quant wait for what they read", "[gpu][epilogue][pdl]") {
+  const Quant quant = GENERATE(Quant::none, Quant::fp8, Quant::fp8_mirror);
+  const auto shape =
+      GENERATE(std::pair<int, int>{1, 6144}, std::pair<int, int>{33, 8192}, std::pair<int, int>{2517, 6144});
+  check_rmsnorm_quant(gpu_context(),
+                      EpilogueCase{shape.first, shape.second, DType::bf16, quant, Norm::rms, false, true});
+}
+
+TEST_CASE("a graph of producer, programmatic rmsnorm_quant and group_quant replays exactly", "[gpu][epilogue][pdl]") {
+  Context& ctx = gpu_context();
+  Stream stream(ctx.device());
+  auto rng = test::fresh_rng();
+  const int tokens = 257, hidden = 7168, group = 128;
+  const size_t n = size_t(tokens) * hidden, groups = size_t(tokens) * (hidden / group);
+  const Bits16 residual = test::random_tensor(rng, n, DType::bf16);
+  const Bits16 weight = test::random_tensor(rng, size_t(hidden), DType::bf16, 0.5f);
+  DeviceBuffer d_source(ctx.device(), n * 2), d_in(ctx.device(), n * 2), d_res(ctx.device(), n * 2),
+      d_res_out(ctx.device(), n * 2), d_weight(ctx.device(), size_t(hidden) * 2), d_out(ctx.device(), n),
+      d_scales(ctx.device(), groups * 4), d_mirror(ctx.device(), n * 2), d_q2(ctx.device(), n),
+      d_s2(ctx.device(), groups * 4);
+  d_res.upload(residual), d_weight.upload(weight);
+  const Kernel producer = test::compile_producer(ctx.device());
+  RmsnormQuantArgs args;
+  args.input = d_in.get(), args.residual_in = d_res.get(), args.residual_out = d_res_out.get();
+  args.weight = d_weight.get(), args.out = d_out.get(), args.scales = d_scales.get(), args.mirror = d_mirror.get();
+  args.tokens = tokens, args.hidden = hidden, args.quant = Quant::fp8_group_mirror, args.group = group;
+  args.pdl = true;
+  GroupQuantArgs gq;
+  gq.input = d_mirror.get(), gq.out = d_q2.get(), gq.scales = d_s2.get(), gq.tokens = tokens, gq.hidden = hidden;
+  gq.group = group, gq.pdl = true;
+  // Loaded before the capture: a module load is no stream work.
+  ctx.kernel(ctx.spec(Module::rmsnorm_quant, hidden, DType::bf16, Quant::fp8_group_mirror, Norm::rms, 1, 1, group));
+  ctx.kernel(ctx.spec(Module::group_quant, hidden, DType::bf16, Quant::fp8_group, Norm::rms, 1, 1, group));
+  Graph graph(stream, [&] {
+    test::launch_producer(producer, d_source.get(), d_in.get(), n * 2, stream);
+    rmsnorm_quant(ctx, args, stream);
+    group_quant(ctx, gq, stream);
+  });
+  for (int replay = 0; replay < 3; ++replay) {
+    CAPTURE(replay);
+    const Bits16 ar = test::random_tensor(rng, n, DType::bf16);
+    reference::EpilogueConfig config{hidden,    DType::bf16, Quant::fp8_group_mirror,
+                                     Norm::rms, 1e-6f,       ctx.device().target()};
+    config.group = group;
+    const auto expected = reference::epilogue(config, tokens, ar, residual, weight);
+    d_source.upload(ar);
+    for (auto* b : {&d_in, &d_res_out, &d_out, &d_scales, &d_mirror, &d_q2, &d_s2}) b->fill(kPoison);
+    graph.launch(stream);
+    stream.synchronize();
+    test::require_bits_equal(d_res_out.download<std::uint16_t>(n), expected.residual_out, "residual_out", hidden);
+    test::require_bits_equal(d_mirror.download<std::uint16_t>(n), expected.mirror, "mirror", hidden);
+    test::require_bits_equal(d_out.download<std::uint8_t>(n), expected.q, "fp8_group out", hidden);
+    test::require_scales_equal(d_scales.download<float>(groups), expected.scales, "group scales");
+    test::require_bits_equal(d_q2.download<std::uint8_t>(n), expected.q, "group_quant(mirror)", hidden);
+    test::require_scales_equal(d_s2.download<float>(groups), expected.scales, "group_quant(mirror) scales");
+  }
+}
+
 TEST_CASE("rmsnorm_quant: more rows than resident blocks, and in place", "[gpu][epilogue]") {
   const bool in_place = GENERATE(false, true);
   const Quant quant = GENERATE(Quant::fp8, Quant::fp8_mirror, Quant::none);

@@ -12,6 +12,7 @@
 #include "arfuse/runtime/epilogue.hpp"
 #include "arfuse/runtime/group.hpp"
 
+#include "producer.hpp"
 #include "support.hpp"
 
 using namespace arfuse;
@@ -232,6 +233,54 @@ TEST_CASE("fused all-reduce: block-scaled modes, every world size, both stages, 
     CAPTURE(c.group, to_string(c.scale_format));
     check_case(world, c, graph);
   }
+}
+
+// Programmatic dependent launch: each rank's producer writes its input (poison before) and lets
+// the fused kernel start early; the kernel must wait before staging or folding. Eager, then a
+// graph of 4 producer + call pairs per rank replayed twice.
+TEST_CASE("fused all-reduce launched programmatically waits for the kernel that wrote its input", "[gpu][fused][pdl]") {
+  const int world = GENERATE(2, 4, 8);
+  const int stage = GENERATE(1, 2);
+  VirtualGroup& g = group_of(world);
+  auto rng = test::fresh_rng();
+  const Case c{257, 6144, DType::bf16, Quant::fp8_mirror, Norm::rms};
+  CAPTURE(world, stage);
+  const auto expected = prepare(g, c, rng);
+  const size_t n = size_t(c.tokens) * c.hidden;
+  const Kernel producer = test::compile_producer(g.group->rank(0).device());
+  std::vector<DeviceBuffer> sources;
+  for (int r = 0; r < world; ++r) {
+    sources.emplace_back(g.group->rank(0).device(), n * 2);
+    sources.back().upload(g.ranks[size_t(r)].input.download<std::uint16_t>(n));
+  }
+  auto call = [&](int r) {
+    auto& b = g.ranks[size_t(r)];
+    test::launch_producer(producer, sources[size_t(r)].get(), b.input.get(), n * 2, *b.stream);
+    AllreduceRmsnormArgs a = g.args(r, c);
+    a.pdl = true;
+    g.group->rank(r).allreduce_rmsnorm(a, *b.stream);
+  };
+  g.group->force_stage(stage);
+  for (auto& b : g.ranks) b.input.fill(kPoison);
+  g.poison();
+  for (int r = 0; r < world; ++r) call(r);
+  g.sync();
+  require_outputs(g, c, expected, "eager");
+
+  for (auto& b : g.ranks) b.input.fill(kPoison);
+  g.poison();
+  std::vector<std::unique_ptr<Graph>> graphs;
+  for (int r = 0; r < world; ++r) {
+    graphs.push_back(std::make_unique<Graph>(*g.ranks[size_t(r)].stream, [&] {
+      for (int i = 0; i < 4; ++i) call(r);
+    }));
+  }
+  for (int replay = 0; replay < 2; ++replay) {
+    for (int r = 0; r < world; ++r) graphs[size_t(r)]->launch(*g.ranks[size_t(r)].stream);
+  }
+  g.sync();
+  require_outputs(g, c, expected, "graph");
+  g.group->force_stage(std::nullopt);
 }
 
 TEST_CASE("fused fp8 output equals token_quant of the fused mirror", "[gpu][fused][sanitize]") {

@@ -48,6 +48,9 @@ options:
                   scales), mxfp4 (default: none,fp8)
   --world N       ranks for fused/allreduce (default 4)
   --stage N       force 1 or 2 for fused (default: the tuning table)
+  --pdl           (epilogue) also time a producer kernel that writes the input followed by
+                  rmsnorm_quant, launched plainly and with programmatic dependent launch
+                  (NVIDIA sm_90+), interleaved: what PDL saves per call
   --call-check-cost  (fused) also time the fused kernel with the cross-rank call check off,
                   interleaved with the checked one, to show what the check costs
   --runs N        interleaved timed runs per row (default 7); --replays N graph replays per run
@@ -113,12 +116,47 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       reference::EpilogueConfig config{s.hidden, DType::bf16, q, jit::Norm::rms, 1e-6f, ctx.device().target()};
       config.group = kBenchGroupSize;
       const auto e = reference::epilogue(config, s.tokens, in, res, w);
-      row.exact = true;
-      compare_epilogue_outputs(row, q, s.hidden, config.target.fp8_format(), sets[0].res_out, sets[0].out,
-                               sets[0].scales, e);
+      // Set 0's outputs (written by the last call on it) against the reference.
+      auto check_outputs = [&](Row& checked) {
+        checked.exact = true;
+        compare_epilogue_outputs(checked, q, s.hidden, config.target.fp8_format(), sets[0].res_out, sets[0].out,
+                                 sets[0].scales, e);
+      };
+      check_outputs(row);
       row.resources = describe_resources(ctx.kernel(
           ctx.spec(jit::Module::rmsnorm_quant, s.hidden, DType::bf16, q, jit::Norm::rms, 1, 1, kBenchGroupSize)));
       rows.push_back(row);
+      if (!cl.has("pdl")) continue;
+      // Each call: the producer writes the input, then rmsnorm_quant reads it, launched plainly
+      // or with programmatic dependency; the two interleaved. The inputs start poisoned, so the
+      // first call on each set reads only what its producer wrote.
+      const Kernel producer = compile_producer(ctx.device());
+      DeviceBuffer source(ctx.device(), n * 2);
+      source.upload(in);
+      for (auto& set : sets) set.in.fill(0xff);
+      auto pair = [&](bool pdl) {
+        return [&, pdl](int, int c) {
+          RmsnormQuantArgs a = args_for(c);
+          a.pdl = pdl;
+          launch_producer(producer, source.get(), const_cast<void*>(a.input), n * 2, stream);
+          rmsnorm_quant(ctx, a, stream);
+        };
+      };
+      const auto times = time_interleaved(ctx.device(), streams, {pair(false), pair(true)}, replays, runs);
+      for (int pdl = 0; pdl < 2; ++pdl) {
+        Row paired{pdl ? "producer + rmsnorm_quant, PDL" : "producer + rmsnorm_quant",
+                   1,
+                   s,
+                   out_name(q),
+                   times[size_t(pdl)],
+                   double(call_bytes + n * 2 * 2)};
+        // Exactness of one more call of this variant, on a poisoned input and poisoned outputs.
+        for (auto* b : {&sets[0].in, &sets[0].res_out, &sets[0].out, &sets[0].scales}) b->fill(0xff);
+        pair(pdl == 1)(0, 0);
+        stream.synchronize();
+        check_outputs(paired);
+        rows.push_back(paired);
+      }
     }
   }
   return rows;
@@ -254,7 +292,7 @@ void check_timing_options(const CommandLine& cl) {
 }
 
 int bench_main(int argc, char** argv) {
-  CommandLine cl(argc, argv, {"call-check-cost"},
+  CommandLine cl(argc, argv, {"call-check-cost", "pdl"},
                  {"shapes", "quant", "world", "stage", "runs", "replays", "json", "svg", "peers", "tune", "hidden",
                   "tokens", "backend"});
   select_backend(cl.value("backend", ""));

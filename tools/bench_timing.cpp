@@ -9,6 +9,8 @@
 
 #include "arfuse/jit/compiler.hpp"
 
+#include "pdl_producer.hpp"
+
 namespace arfuse::tools {
 namespace {
 
@@ -65,11 +67,9 @@ std::vector<Timing> time_interleaved(const Device& device, const std::vector<Str
   return out;
 }
 
-namespace {
-
 // A helper kernel of the bench itself (not an arfuse module), compiled with NVRTC; the Kernel
 // keeps its module loaded.
-Kernel compile_bench_kernel(const Device& device, const std::string& name, const std::string& text, int threads = 512) {
+Kernel compile_bench_kernel(const Device& device, const std::string& name, const std::string& text, int threads) {
   jit::Source src;
   src.spec = jit::KernelSpec::parse("token_quant/h8/bf16/" + device.target().name());
   src.program_name = name + ".cu";
@@ -79,8 +79,6 @@ Kernel compile_bench_kernel(const Device& device, const std::string& name, const
   auto code = jit::nvrtc_compiler()->compile(src);
   return LoadedModule::load(device, code.payload)->kernel(code.lowered_name, threads);
 }
-
-}  // namespace
 
 namespace {
 
@@ -162,6 +160,16 @@ std::vector<CopyMeasurement> copy_bandwidths(const Device& device, int runs) {
 CopyMeasurement best_copy(const std::vector<CopyMeasurement>& measured) {
   return *std::max_element(measured.begin(), measured.end(),
                            [](const auto& x, const auto& y) { return x.bytes_per_s < y.bytes_per_s; });
+}
+
+Kernel compile_producer(const Device& device) {
+  return compile_bench_kernel(device, testing::kProducerName, testing::kProducerSource, testing::kProducerThreads);
+}
+
+void launch_producer(const Kernel& producer, const void* from, void* to, std::size_t bytes, const Stream& stream) {
+  long long n = (long long)(bytes / 16);
+  void* params[] = {&from, &to, &n};
+  producer.launch(testing::producer_blocks(bytes), stream, params);
 }
 
 double empty_launch_us(const Device& device, int runs) {

@@ -43,6 +43,13 @@ std::vector<CopyMeasurement> copy_bandwidths(const Device& device, int runs);
 // The fastest of them: the ceiling every "% of ceiling" is against.
 CopyMeasurement best_copy(const std::vector<CopyMeasurement>& measured);
 
+// A kernel of the bench itself (not an arfuse module), compiled with NVRTC for `device`.
+Kernel compile_bench_kernel(const Device& device, const std::string& name, const std::string& text, int threads = 512);
+
+// The producer of the PDL rows (testing/pdl_producer.hpp). `bytes` a multiple of 16.
+Kernel compile_producer(const Device& device);
+void launch_producer(const Kernel& producer, const void* from, void* to, std::size_t bytes, const Stream& stream);
+
 // Microseconds per call of an empty kernel (one block of 512 threads per SM) in the same
 // graphs of 16 calls: what a call costs before it moves a byte.
 double empty_launch_us(const Device& device, int runs);

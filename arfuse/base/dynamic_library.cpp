@@ -56,6 +56,8 @@ void* DynamicLibrary::symbol(const char* name) const {
   return fn;
 }
 
+void* DynamicLibrary::symbol_if_present(const char* name) const { return system_calls().dlsym(handle_, name); }
+
 // The library names as the loader finds them, then the same names in every ROCm install
 // (/opt/rocm/lib, /opt/rocm-7.0.2/lib, ...), newest first: ROCm 6 and 7 are often not on the
 // loader's path.

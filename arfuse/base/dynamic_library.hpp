@@ -23,6 +23,12 @@ class DynamicLibrary {
   void bind(Fn*& fn, const char* name) const {
     fn = reinterpret_cast<Fn*>(symbol(name));
   }
+  // For entry points newer drivers add: nullptr when the library does not export `name`.
+  template <typename Fn>
+  void bind_if_present(Fn*& fn, const char* name) const {
+    fn = reinterpret_cast<Fn*>(symbol_if_present(name));
+  }
+  void* symbol_if_present(const char* name) const;
   // The file that was loaded, with symbolic links resolved.
   const std::string& path() const { return path_; }
 

@@ -78,6 +78,7 @@ Fp8Format Target::fp8_format() const {
 
 bool Target::hardware_fp8() const { return vendor_ == Vendor::nvidia && generation_ >= 89; }
 bool Target::hardware_paired_f16() const { return vendor_ == Vendor::nvidia && generation_ >= 80; }
+bool Target::programmatic_dependent_launch() const { return vendor_ == Vendor::nvidia && generation_ >= 90; }
 
 const char* to_string(Vendor vendor) { return vendor == Vendor::nvidia ? "nvidia" : "amd"; }
 const char* to_string(Fp8Format format) { return format == Fp8Format::e4m3fn ? "e4m3fn" : "e4m3fnuz"; }

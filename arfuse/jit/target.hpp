@@ -29,6 +29,9 @@ class ARFUSE_API Target {
   // True where the hardware rounds two f32 to a bf16x2/f16x2 pair in one instruction and has
   // NaN-propagating max (NVIDIA sm_80 and later).
   bool hardware_paired_f16() const;
+  // True where a kernel may be launched before the previous one on its stream ends and wait
+  // for it itself (programmatic dependent launch: NVIDIA sm_90 and later).
+  bool programmatic_dependent_launch() const;
 
   bool operator==(const Target& other) const { return name_ == other.name_; }
   bool operator!=(const Target& other) const { return !(*this == other); }

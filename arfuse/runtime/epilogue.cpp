@@ -37,7 +37,8 @@ void detail::launch_rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const
   int scale_row_stride = strides.row, scale_group_stride = strides.group;
   void* params[] = {&in,     &res_in,           &res_out,           &weight, &eps, &out, &scales, &mirror,
                     &tokens, &scale_row_stride, &scale_group_stride};
-  k.kernel.launch(unsigned(a.tokens), stream, params);  // one block per row
+  // One block per row.
+  k.kernel.launch(unsigned(a.tokens), stream, params, detail::programmatic(ctx.device().target(), a.pdl));
 }
 
 void token_quant(Context& ctx, const TokenQuantArgs& a, const Stream& stream) {
@@ -52,7 +53,8 @@ void token_quant(Context& ctx, const TokenQuantArgs& a, const Stream& stream) {
   float* scales = a.scales;
   int tokens = a.tokens;
   void* params[] = {&in, &out, &scales, &tokens};
-  k.kernel.launch(unsigned(a.tokens), stream, params);  // one block per row
+  // One block per row.
+  k.kernel.launch(unsigned(a.tokens), stream, params, detail::programmatic(ctx.device().target(), a.pdl));
 }
 
 void group_quant(Context& ctx, const GroupQuantArgs& a, const Stream& stream) {
@@ -76,7 +78,8 @@ void group_quant(Context& ctx, const GroupQuantArgs& a, const Stream& stream) {
   void* scales = a.scales;
   int tokens = a.tokens, scale_row_stride = strides.row, scale_group_stride = strides.group;
   void* params[] = {&in, &out, &scales, &tokens, &scale_row_stride, &scale_group_stride};
-  k.kernel.launch(unsigned(a.tokens), stream, params);  // one block per row
+  // One block per row.
+  k.kernel.launch(unsigned(a.tokens), stream, params, detail::programmatic(ctx.device().target(), a.pdl));
 }
 
 }  // namespace arfuse

@@ -30,6 +30,10 @@ struct ARFUSE_API RmsnormQuantArgs {
   int group = 128;
   jit::ScaleFormat scale_format = jit::ScaleFormat::f32;
   jit::ScaleLayout scale_layout = jit::ScaleLayout::row_major;
+  // Programmatic dependent launch (NVIDIA sm_90 and later; elsewhere an ordinary launch): the
+  // kernel is launched before the kernel ahead of it on the stream ends, and waits for it in its
+  // prologue, so the launch overlaps that kernel's tail.
+  bool pdl = false;
 };
 
 struct ARFUSE_API TokenQuantArgs {
@@ -39,6 +43,7 @@ struct ARFUSE_API TokenQuantArgs {
   int tokens = 0;
   int hidden = 0;
   jit::DType dtype = jit::DType::bf16;
+  bool pdl = false;  // as RmsnormQuantArgs::pdl
 };
 
 // Per-token-group FP8 or MXFP4 of a tensor that already is y (steps 7b, 7c alone): for the
@@ -54,6 +59,7 @@ struct ARFUSE_API GroupQuantArgs {
   int group = 128;
   jit::ScaleFormat scale_format = jit::ScaleFormat::f32;
   jit::ScaleLayout scale_layout = jit::ScaleLayout::row_major;
+  bool pdl = false;  // as RmsnormQuantArgs::pdl
 };
 
 // Validate (arfuse::Error naming the argument), get the kernel, launch on `stream`.

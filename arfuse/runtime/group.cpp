@@ -174,12 +174,13 @@ FusedArgs Rank::fused_args(int tokens) const {
   return f;
 }
 
-void Rank::launch(const Plan& plan, FusedArgs a, const void* input, const Stream& stream) {
+void Rank::launch(const Plan& plan, FusedArgs a, const void* input, bool pdl, const Stream& stream) {
   const auto& k = context_->kernel(plan.spec);
   a.input = input == buffers_->staging.get() ? nullptr : input;  // the kernel copies it in
   context_->device().make_current();
   void* params[] = {&a};
-  k.kernel.launch(plan.grid(k.max_blocks_per_multiprocessor), stream, params);
+  k.kernel.launch(plan.grid(k.max_blocks_per_multiprocessor), stream, params,
+                  detail::programmatic(context_->device().target(), pdl));
 }
 
 void* Rank::nccl_scratch(std::size_t bytes, const Stream& stream) {
@@ -248,7 +249,7 @@ void Rank::allreduce_rmsnorm(const AllreduceRmsnormArgs& a, const Stream& stream
   f.mirror = a.mirror;
   const auto strides = detail::scale_strides(a.quant, a.group, a.scale_layout, a.tokens, a.hidden);
   f.scale_row_stride = strides.row, f.scale_group_stride = strides.group;
-  launch(*plan, f, a.input, stream);
+  launch(*plan, f, a.input, a.pdl, stream);
 }
 
 void Rank::allreduce(const AllreduceArgs& a, const Stream& stream) {
@@ -263,7 +264,7 @@ void Rank::allreduce(const AllreduceArgs& a, const Stream& stream) {
   }
   FusedArgs f = fused_args(a.tokens);
   f.out = a.out;
-  launch(*plan, f, a.input, stream);
+  launch(*plan, f, a.input, a.pdl, stream);
 }
 
 }  // namespace arfuse

@@ -48,6 +48,7 @@ struct ARFUSE_API AllreduceArgs {
   int tokens = 0;
   int hidden = 0;
   jit::DType dtype = jit::DType::bf16;
+  bool pdl = false;  // as RmsnormQuantArgs::pdl
 };
 
 // The checks every call makes before it launches; arfuse::Error names the argument. Public so
@@ -79,7 +80,7 @@ class ARFUSE_API Rank {
   friend class Group;
   Rank(Group& group, RankBuffers& buffers, Context& context);
   std::optional<Plan> begin_call(const CallShape& shape);
-  void launch(const Plan& plan, FusedArgs args, const void* input, const Stream& stream);
+  void launch(const Plan& plan, FusedArgs args, const void* input, bool pdl, const Stream& stream);
   void* nccl_scratch(std::size_t bytes, const Stream& stream);
   FusedArgs fused_args(int tokens) const;
   void note_path(Path path, int tokens, int hidden);

@@ -174,6 +174,7 @@ template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROU
 __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedArgs a) {
   static_assert(W >= 2 && W <= kMaxWorld, "world size");
   static_assert(STAGE == 1 || STAGE == 2, "stage");
+  wait_for_previous_kernel();  // before the signal reads: the previous call's blocks write them last
   __shared__ ReduceScratch scratch;
   __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
@@ -186,6 +187,7 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
 
   if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierEntry, call, call != 0, error_at_start,
                             failed)) {
+    let_next_kernel_start();  // every rank's blocks are resident now
     if (STAGE == 1) {
       reduce_rows<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, W, EPILOGUE>(a, scratch);
     } else {

@@ -55,6 +55,27 @@ struct alignas(8) Vec8 {
 #define ARFUSE_LAUNCH_BOUNDS(threads, min_blocks) __launch_bounds__(threads)
 #endif
 
+// ---- programmatic dependent launch ------------------------------------------------------
+
+// Every arfuse kernel begins with wait_for_previous_kernel, before its first global memory
+// access: launched with programmatic dependency (NVIDIA sm_90+), it waits there until the
+// kernel before it on the stream has finished and its writes are visible; launched without, it
+// returns at once. let_next_kernel_start lets the kernel after it be scheduled once every block
+// of this one has called it (that kernel then waits in its own prologue), which overlaps the
+// next launch with this kernel's work. The fused kernels call it only after their entry barrier:
+// before it, a next kernel's waiting blocks could take the slots that another rank's blocks on
+// the same GPU still need to reach that barrier. Elsewhere (AMD, before sm_90) both are nothing.
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(ARFUSE_VENDOR_NVIDIA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void let_next_kernel_start() {
+#if defined(ARFUSE_VENDOR_NVIDIA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // ---- shuffles ---------------------------------------------------------------------------
 
 __device__ __forceinline__ float shuffle_xor(float v, int lane_mask) {

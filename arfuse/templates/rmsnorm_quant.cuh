@@ -19,6 +19,8 @@ template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROU
 __global__ void __launch_bounds__(THREADS)
     rmsnorm_quant_kernel(const T* in, const T* residual_in, T* residual_out, const T* weight, float eps, void* out,
                          void* scales, T* mirror, int tokens, int scale_row_stride, int scale_group_stride) {
+  wait_for_previous_kernel();
+  let_next_kernel_start();
   __shared__ ReduceScratch scratch;
   const int row = blockIdx.x;
   if (row >= tokens) return;
@@ -37,6 +39,8 @@ __global__ void __launch_bounds__(THREADS)
 
 template <typename T, int H, int THREADS, int VPT>
 __global__ void __launch_bounds__(THREADS) token_quant_kernel(const T* in, u8* out, float* scales, int tokens) {
+  wait_for_previous_kernel();
+  let_next_kernel_start();
   __shared__ ReduceScratch scratch;
   const int row = blockIdx.x;
   if (row >= tokens) return;
@@ -51,6 +55,8 @@ template <typename T, int H, int THREADS, int VPT, int QUANT, int GROUP, int SCA
 __global__ void __launch_bounds__(THREADS)
     group_quant_kernel(const T* in, u8* out, void* scales, int tokens, int scale_row_stride, int scale_group_stride) {
   static_assert(kQuantIsGroupFp8<QUANT> || kQuantIsMxfp4<QUANT>, "group_quant takes fp8_group or mxfp4");
+  wait_for_previous_kernel();
+  let_next_kernel_start();
   const int row = blockIdx.x;
   if (row >= tokens) return;
   Vec16 y[VPT];

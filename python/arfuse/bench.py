@@ -106,7 +106,7 @@ class Ranks:
                                   self.residual[r].data_ptr(), self.weight.data_ptr(), 1e-6, out.data_ptr(),
                                   scales.data_ptr() if scales.numel() else 0,
                                   mirror.data_ptr() if mirror.numel() else 0, x.shape[0], x.shape[1],
-                                  aft._DTYPE_NAMES[x.dtype], *aft._Mode(self.quant, "rms").args(),
+                                  aft._DTYPE_NAMES[x.dtype], *aft._Mode(self.quant, "rms").args(), False,
                                   self.streams[r].cuda_stream)
 
     def each_rank(self, call):

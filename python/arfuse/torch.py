@@ -13,14 +13,14 @@ One process per GPU, as tensor-parallel engines run::
 The ops (``torch.ops.arfuse.*``) run on torch's current stream, have fake implementations for
 ``torch.compile(fullgraph=True)``, and can be captured into CUDA graphs once they ran eagerly:
 
-    allreduce_rmsnorm(comm, input, residual, weight, eps, quant, norm, group, scale_format, scale_layout)
+    allreduce_rmsnorm(comm, input, residual, weight, eps, quant, norm, group, scale_format, scale_layout, pdl)
         -> (out, residual_out, scales, mirror)
     allreduce_rmsnorm_inplace(comm, input, residual!, weight, eps, quant, norm, ...)
         -> (out, scales, mirror)                 # residual_out written over residual
-    allreduce(comm, input) -> out
+    allreduce(comm, input, pdl) -> out
     rmsnorm_quant(input, residual, weight, eps, quant, norm, ...)
         -> (out, residual_out, scales, mirror)   # the epilogue alone, for a sum made elsewhere
-    group_quant(input, quant, group, scale_format, scale_layout)
+    group_quant(input, quant, group, scale_format, scale_layout, pdl)
         -> (out, scales)                         # fp8_group / mxfp4 of a tensor that already is y
 
 ``comm`` is a communicator's ``handle``. quant is one of QUANT_MODES; norm "rms" or "gemma".
@@ -30,7 +30,9 @@ fp8_group, or uint8 [tokens, hidden / 2] (two E2M1 codes per byte) for mxfp4. ``
 "ue8m0_f32") or uint8 E8M0 ("e8m0"), [tokens, hidden / group] or, with scale_layout
 "column_major", [hidden / group, tokens]; for mxfp4 uint8 E8M0 [tokens, hidden / 32]. ``mirror``:
 T [tokens, hidden] (the output before quantisation) for the _mirror modes. Outputs a call does
-not produce are empty tensors of shape [0].
+not produce are empty tensors of shape [0]. ``pdl`` (default False): programmatic dependent
+launch (NVIDIA sm_90+, elsewhere ignored): the kernel is launched before the kernel ahead of it
+on the stream ends and waits for it itself, hiding the launch; not run on a GPU yet.
 
 Every rank must make the same calls in the same order. A rank that does not arrive makes the
 others' kernels give up after ``timeout`` seconds: synchronise, then ``check()`` raises
@@ -218,14 +220,14 @@ def _fake_fp8_dtype(device):
     return torch.float8_e4m3fn
 
 
-def _launch_fused(handle, input, residual, residual_out, weight, eps, mode, out, scales, mirror):
+def _launch_fused(handle, input, residual, residual_out, weight, eps, mode, out, scales, mirror, pdl):
     group, local, _ = _lookup(handle)
     _check_limits(group, input)
     tokens, hidden = input.shape
     with torch.cuda.device(input.device):
         group.allreduce_rmsnorm(local, _address(input), _address(residual), _address(residual_out),
                                 _address(weight), eps, _address(out), _address(scales), _address(mirror), tokens,
-                                hidden, _DTYPE_NAMES[input.dtype], *mode.args(), _stream_of(input.device))
+                                hidden, _DTYPE_NAMES[input.dtype], *mode.args(), pdl, _stream_of(input.device))
 
 
 Outputs4 = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -235,17 +237,18 @@ Outputs3 = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 @torch.library.custom_op("arfuse::allreduce_rmsnorm", mutates_args=())
 def _allreduce_rmsnorm(comm: int, input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
                        quant: str, norm: str, group: int = 128, scale_format: str = "f32",
-                       scale_layout: str = "row_major") -> Outputs4:
+                       scale_layout: str = "row_major", pdl: bool = False) -> Outputs4:
     mode = _Mode(quant, norm, group, scale_format, scale_layout)
     _check_epilogue(input, residual, weight, eps, mode)
     out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2])
     residual_out = torch.empty_like(residual)
-    _launch_fused(comm, input, residual, residual_out, weight, eps, mode, out, scales, mirror)
+    _launch_fused(comm, input, residual, residual_out, weight, eps, mode, out, scales, mirror, pdl)
     return out, residual_out, scales, mirror
 
 
 @_allreduce_rmsnorm.register_fake
-def _(comm, input, residual, weight, eps, quant, norm, group=128, scale_format="f32", scale_layout="row_major"):
+def _(comm, input, residual, weight, eps, quant, norm, group=128, scale_format="f32", scale_layout="row_major",
+      pdl=False):
     mode = _Mode(quant, norm, group, scale_format, scale_layout)
     _check_epilogue(input, residual, weight, eps, mode)
     out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2])
@@ -255,36 +258,37 @@ def _(comm, input, residual, weight, eps, quant, norm, group=128, scale_format="
 @torch.library.custom_op("arfuse::allreduce_rmsnorm_inplace", mutates_args=("residual",))
 def _allreduce_rmsnorm_inplace(comm: int, input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                                eps: float, quant: str, norm: str, group: int = 128, scale_format: str = "f32",
-                               scale_layout: str = "row_major") -> Outputs3:
+                               scale_layout: str = "row_major", pdl: bool = False) -> Outputs3:
     mode = _Mode(quant, norm, group, scale_format, scale_layout)
     _check_epilogue(input, residual, weight, eps, mode)
     out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2])
-    _launch_fused(comm, input, residual, residual, weight, eps, mode, out, scales, mirror)
+    _launch_fused(comm, input, residual, residual, weight, eps, mode, out, scales, mirror, pdl)
     return out, scales, mirror
 
 
 @_allreduce_rmsnorm_inplace.register_fake
-def _(comm, input, residual, weight, eps, quant, norm, group=128, scale_format="f32", scale_layout="row_major"):
+def _(comm, input, residual, weight, eps, quant, norm, group=128, scale_format="f32", scale_layout="row_major",
+      pdl=False):
     mode = _Mode(quant, norm, group, scale_format, scale_layout)
     _check_epilogue(input, residual, weight, eps, mode)
     return _epilogue_outputs(input, mode, _lookup(int(comm))[2])
 
 
 @torch.library.custom_op("arfuse::allreduce", mutates_args=())
-def _allreduce(comm: int, input: torch.Tensor) -> torch.Tensor:
+def _allreduce(comm: int, input: torch.Tensor, pdl: bool = False) -> torch.Tensor:
     _check_input(input)
     group, local, _ = _lookup(int(comm))
     _check_limits(group, input)
     out = torch.empty_like(input)
     tokens, hidden = input.shape
     with torch.cuda.device(input.device):
-        group.allreduce(local, _address(input), _address(out), tokens, hidden, _DTYPE_NAMES[input.dtype],
+        group.allreduce(local, _address(input), _address(out), tokens, hidden, _DTYPE_NAMES[input.dtype], pdl,
                         _stream_of(input.device))
     return out
 
 
 @_allreduce.register_fake
-def _(comm, input):
+def _(comm, input, pdl=False):
     _check_input(input)
     _lookup(int(comm))
     return torch.empty_like(input)
@@ -292,7 +296,8 @@ def _(comm, input):
 
 @torch.library.custom_op("arfuse::rmsnorm_quant", mutates_args=())
 def _rmsnorm_quant(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, quant: str,
-                   norm: str, group: int = 128, scale_format: str = "f32", scale_layout: str = "row_major") -> Outputs4:
+                   norm: str, group: int = 128, scale_format: str = "f32", scale_layout: str = "row_major",
+                   pdl: bool = False) -> Outputs4:
     mode = _Mode(quant, norm, group, scale_format, scale_layout)
     _check_epilogue(input, residual, weight, eps, mode)
     out, scales, mirror = _epilogue_outputs(input, mode, _fp8_dtype_of(input.device))
@@ -302,12 +307,12 @@ def _rmsnorm_quant(input: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     with torch.cuda.device(input.device):
         _arfuse.rmsnorm_quant(index, _address(input), _address(residual), _address(residual_out), _address(weight),
                               eps, _address(out), _address(scales), _address(mirror), tokens, hidden,
-                              _DTYPE_NAMES[input.dtype], *mode.args(), _stream_of(input.device))
+                              _DTYPE_NAMES[input.dtype], *mode.args(), pdl, _stream_of(input.device))
     return out, residual_out, scales, mirror
 
 
 @_rmsnorm_quant.register_fake
-def _(input, residual, weight, eps, quant, norm, group=128, scale_format="f32", scale_layout="row_major"):
+def _(input, residual, weight, eps, quant, norm, group=128, scale_format="f32", scale_layout="row_major", pdl=False):
     mode = _Mode(quant, norm, group, scale_format, scale_layout)
     _check_epilogue(input, residual, weight, eps, mode)
     out, scales, mirror = _epilogue_outputs(input, mode, _fake_fp8_dtype(input.device))
@@ -323,39 +328,39 @@ def _check_group_quant(input, mode):
 
 @torch.library.custom_op("arfuse::group_quant", mutates_args=())
 def _group_quant(input: torch.Tensor, quant: str, group: int = 128, scale_format: str = "f32",
-                 scale_layout: str = "row_major") -> tuple[torch.Tensor, torch.Tensor]:
+                 scale_layout: str = "row_major", pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     mode = _Mode(quant, "rms", group, scale_format, scale_layout)
     _check_group_quant(input, mode)
     out, scales, _ = _epilogue_outputs(input, mode, _fp8_dtype_of(input.device))
     tokens, hidden = input.shape
     with torch.cuda.device(input.device):
         _arfuse.group_quant(input.device.index, _address(input), _address(out), _address(scales), tokens, hidden,
-                            _DTYPE_NAMES[input.dtype], quant, group, scale_format, scale_layout,
+                            _DTYPE_NAMES[input.dtype], quant, group, scale_format, scale_layout, pdl,
                             _stream_of(input.device))
     return out, scales
 
 
 @_group_quant.register_fake
-def _(input, quant, group=128, scale_format="f32", scale_layout="row_major"):
+def _(input, quant, group=128, scale_format="f32", scale_layout="row_major", pdl=False):
     mode = _Mode(quant, "rms", group, scale_format, scale_layout)
     _check_group_quant(input, mode)
     out, scales, _ = _epilogue_outputs(input, mode, _fake_fp8_dtype(input.device))
     return out, scales
 
 
-def group_quant(input, quant="fp8_group", group=128, scale_format="f32", scale_layout="row_major"):
+def group_quant(input, quant="fp8_group", group=128, scale_format="f32", scale_layout="row_major", pdl=False):
     """Per-token-group FP8 or MXFP4 of a tensor that already is y: ``(out, scales)``, shaped as
     the epilogue ops shape them. For the _mirror output of an epilogue op it gives that op's
     bytes and scales."""
-    return torch.ops.arfuse.group_quant(input, quant, group, scale_format, scale_layout)
+    return torch.ops.arfuse.group_quant(input, quant, group, scale_format, scale_layout, pdl)
 
 
 def rmsnorm_quant(input, residual, weight, eps=1e-6, quant="none", norm="rms", group=128, scale_format="f32",
-                  scale_layout="row_major"):
+                  scale_layout="row_major", pdl=False):
     """The epilogue alone (residual add + RMSNorm/Gemma + optional FP8 per token or per group,
     or MXFP4) on a tensor that was all-reduced elsewhere: ``(out, residual_out, scales, mirror)``."""
     return torch.ops.arfuse.rmsnorm_quant(input, residual, weight, float(eps), quant, norm, group, scale_format,
-                                          scale_layout)
+                                          scale_layout, pdl)
 
 
 class _DeviceMemory:
@@ -444,22 +449,22 @@ class Communicator:
 
     # -- calls ------------------------------------------------------------------------------
     def allreduce_rmsnorm(self, input, residual, weight, eps=1e-6, quant="none", norm="rms", group=128,
-                          scale_format="f32", scale_layout="row_major"):
+                          scale_format="f32", scale_layout="row_major", pdl=False):
         """Sum over ranks + residual add + RMSNorm/Gemma + optional FP8 (per token or per group)
         or MXFP4, as new tensors: ``(out, residual_out, scales, mirror)``."""
         return torch.ops.arfuse.allreduce_rmsnorm(self.handle, input, residual, weight, float(eps), quant, norm, group,
-                                                  scale_format, scale_layout)
+                                                  scale_format, scale_layout, pdl)
 
     def allreduce_rmsnorm_(self, input, residual, weight, eps=1e-6, quant="none", norm="rms", group=128,
-                           scale_format="f32", scale_layout="row_major"):
+                           scale_format="f32", scale_layout="row_major", pdl=False):
         """As allreduce_rmsnorm, with residual_out written over `residual` (as engines keep it):
         ``(out, scales, mirror)``."""
         return torch.ops.arfuse.allreduce_rmsnorm_inplace(self.handle, input, residual, weight, float(eps), quant,
-                                                          norm, group, scale_format, scale_layout)
+                                                          norm, group, scale_format, scale_layout, pdl)
 
-    def allreduce(self, input):
+    def allreduce(self, input, pdl=False):
         """The sum over ranks of `input` [tokens, hidden] (fp32 in rank order, rounded once)."""
-        return torch.ops.arfuse.allreduce(self.handle, input)
+        return torch.ops.arfuse.allreduce(self.handle, input, pdl)
 
     def input_buffer(self, tokens, hidden, dtype):
         """A [tokens, hidden] tensor over this rank's staging buffer. Write the layer's partial

@@ -56,6 +56,20 @@ def test_fake_outputs(handle, quant, dtype):
         assert [o.shape for o in standalone] == [out.shape, res.shape, scales.shape, mirror.shape]
 
 
+def test_every_op_takes_pdl(handle):
+    for op in ("allreduce_rmsnorm", "allreduce_rmsnorm_inplace", "allreduce", "rmsnorm_quant", "group_quant"):
+        schema = str(getattr(torch.ops.arfuse, op).default._schema)
+        assert "bool pdl=False" in schema, schema
+    with FakeTensorMode():
+        x, r, w = tensors(3, 128)
+        out, res, scales, _ = torch.ops.arfuse.allreduce_rmsnorm(handle, x, r, w, 1e-6, "fp8", "rms", 128, "f32",
+                                                                 "row_major", True)
+        assert out.shape == (3, 128) and scales.shape == (3,)
+        assert torch.ops.arfuse.allreduce(handle, x, True).shape == (3, 128)
+        q, s = aft.group_quant(x, "mxfp4", pdl=True)
+        assert q.shape == (3, 64) and s.shape == (3, 4)
+
+
 @pytest.mark.parametrize("layout", aft.SCALE_LAYOUTS)
 @pytest.mark.parametrize("scale_format", aft.SCALE_FORMATS)
 @pytest.mark.parametrize("group", [32, 64, 128])

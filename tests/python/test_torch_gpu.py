@@ -205,6 +205,13 @@ def numerics(dist, aft, comm, rank, world, seed):
             assert_same_bytes(scales, outputs["fp8"][2], f"staged input, scales {where}")
             assert_same_bytes(residual_out, res, f"staged input, residual_out {where}")
 
+            # Programmatic dependent launch: the same bytes (here after ordinary launches; the C++
+            # [pdl] tests put a producer before the kernel).
+            out, residual_out, scales, _ = comm.allreduce_rmsnorm(x, residual, weight, eps, "fp8", norm, pdl=True)
+            assert_same_bytes(out, outputs["fp8"][0], f"pdl fp8 output {where}")
+            assert_same_bytes(scales, outputs["fp8"][2], f"pdl scales {where}")
+            assert_same_bytes(comm.allreduce(x, pdl=True), total, f"pdl allreduce {where}")
+
             # In place, as engines call it: residual becomes residual_out.
             inplace_residual = residual.clone()
             out, scales, _ = comm.allreduce_rmsnorm_(x, inplace_residual, weight, eps, "fp8", norm)

@@ -68,8 +68,11 @@ class Backend {
   virtual NativeModule load_module(const std::vector<std::uint8_t>& payload) const = 0;
   virtual void unload_module(NativeModule module) const noexcept = 0;
   virtual NativeFunction function(NativeModule module, const std::string& lowered_name) const = 0;
-  virtual void launch(NativeFunction function, unsigned grid, unsigned block, NativeStream stream,
-                      void** args) const = 0;
+  // programmatic_dependency: the kernel may start before the previous one on the stream ends
+  // (NVIDIA sm_90+; the kernel waits for it in griddepcontrol.wait). HIP has no such launch:
+  // the HIP backend launches as usual, which is correct, only without the overlap.
+  virtual void launch(NativeFunction function, unsigned grid, unsigned block, NativeStream stream, void** args,
+                      bool programmatic_dependency) const = 0;
   virtual int max_active_blocks(NativeFunction function, int block_threads) const = 0;
   virtual KernelResources resources(NativeFunction function) const = 0;
 

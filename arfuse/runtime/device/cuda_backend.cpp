@@ -179,9 +179,22 @@ class CudaBackend final : public Backend {
           fmt::format("cuModuleGetFunction({})", name).c_str());
     return f;
   }
-  void launch(NativeFunction f, unsigned grid, unsigned block, NativeStream s, void** args) const override {
-    check(driver().cuLaunchKernel(function_of(f), grid, 1, 1, block, 1, 1, 0, stream_of(s), args, nullptr),
-          "cuLaunchKernel");
+  void launch(NativeFunction f, unsigned grid, unsigned block, NativeStream s, void** args,
+              bool programmatic_dependency) const override {
+    const auto& d = driver();
+    if (!programmatic_dependency) {
+      check(d.cuLaunchKernel(function_of(f), grid, 1, 1, block, 1, 1, 0, stream_of(s), args, nullptr),
+            "cuLaunchKernel");
+      return;
+    }
+    if (d.cuLaunchKernelEx == nullptr) {
+      throw Unavailable("programmatic dependent launch needs cuLaunchKernelEx (a CUDA 12 driver or newer)");
+    }
+    cuda::CUlaunchAttribute attribute{};
+    attribute.id = cuda::kLaunchAttributeProgrammaticStreamSerialization;
+    attribute.value.programmatic_stream_serialization_allowed = 1;
+    const cuda::CUlaunchConfig config{grid, 1, 1, block, 1, 1, 0, stream_of(s), &attribute, 1};
+    check(d.cuLaunchKernelEx(&config, function_of(f), args, nullptr), "cuLaunchKernelEx");
   }
   int max_active_blocks(NativeFunction f, int block_threads) const override {
     int blocks = 0;

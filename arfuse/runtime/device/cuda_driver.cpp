@@ -39,6 +39,7 @@ Driver bind_driver(const DynamicLibrary& lib) {
   lib.bind(d.cuFuncGetAttribute, "cuFuncGetAttribute");
   lib.bind(d.cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
   lib.bind(d.cuLaunchKernel, "cuLaunchKernel");
+  lib.bind_if_present(d.cuLaunchKernelEx, "cuLaunchKernelEx");
   lib.bind(d.cuStreamCreate, "cuStreamCreate");
   lib.bind(d.cuStreamDestroy, "cuStreamDestroy_v2");
   lib.bind(d.cuStreamSynchronize, "cuStreamSynchronize");

@@ -172,9 +172,9 @@ void Graph::launch(const Stream& stream) const { backend().launch_graph(graph_, 
 Kernel::Kernel(std::shared_ptr<const LoadedModule> module, void* function, int block_threads)
     : module_(std::move(module)), function_(function), block_threads_(block_threads) {}
 
-void Kernel::launch(unsigned grid, const Stream& stream, void** args) const {
+void Kernel::launch(unsigned grid, const Stream& stream, void** args, bool programmatic_dependency) const {
   if (grid == 0) return;
-  backend().launch(function_, grid, unsigned(block_threads_), stream.native(), args);
+  backend().launch(function_, grid, unsigned(block_threads_), stream.native(), args, programmatic_dependency);
 }
 
 int Kernel::max_active_blocks_per_multiprocessor() const {

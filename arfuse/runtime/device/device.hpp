@@ -160,8 +160,9 @@ class LoadedModule;
 class ARFUSE_API Kernel {
  public:
   Kernel(std::shared_ptr<const LoadedModule> module, void* function, int block_threads);
-  // `args` are pointers to each kernel parameter, in order.
-  void launch(unsigned grid, const Stream& stream, void** args) const;
+  // `args` are pointers to each kernel parameter, in order. programmatic_dependency: see
+  // Backend::launch (the kernel must begin with griddepcontrol.wait, as arfuse's do).
+  void launch(unsigned grid, const Stream& stream, void** args, bool programmatic_dependency = false) const;
   int block_threads() const { return block_threads_; }
   int max_active_blocks_per_multiprocessor() const;
   KernelResources resources() const;

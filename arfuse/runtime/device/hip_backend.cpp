@@ -184,7 +184,8 @@ class HipBackend final : public Backend {
     check(api().hipModuleGetFunction(&f, m, name.c_str()), fmt::format("hipModuleGetFunction({})", name).c_str());
     return f;
   }
-  void launch(NativeFunction f, unsigned grid, unsigned block, NativeStream s, void** args) const override {
+  void launch(NativeFunction f, unsigned grid, unsigned block, NativeStream s, void** args,
+              bool /*programmatic_dependency: no HIP equivalent, an ordinary launch is correct*/) const override {
     check(api().hipModuleLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, args, nullptr), "hipModuleLaunchKernel");
   }
   int max_active_blocks(NativeFunction f, int block_threads) const override {
