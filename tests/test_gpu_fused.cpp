@@ -411,28 +411,32 @@ TEST_CASE("a rank whose call differs gives CallMismatch naming both calls, write
           "[gpu][fused][mismatch]") {
   const int world = GENERATE(2, 4, 8);
   const int stage = GENERATE(1, 2);
-  const std::string differs = GENERATE(as<std::string>{}, "tokens", "hidden", "dtype", "quant", "norm", "all-reduce");
+  const std::string differs =
+      GENERATE(as<std::string>{}, "tokens", "hidden", "dtype", "quant", "norm", "all-reduce", "group", "scale format");
   CAPTURE(world, stage, differs);
   // A long timeout: the failing call must end through the check, not by running into it.
   VirtualGroup g(world, std::chrono::milliseconds(20000));
   g.group->force_stage(stage);
   const int odd = world - 1;
-  const Case base{64, 2048, DType::bf16, Quant::fp8, Norm::rms};
+  const bool grouped = differs == "group" || differs == "scale format";
+  const Case base{64, 2048, DType::bf16, grouped ? Quant::fp8_group : Quant::fp8, Norm::rms};
   Case other = base;
+  if (differs == "group") other.group = 64;
+  if (differs == "scale format") other.scale_format = ScaleFormat::e8m0;
   if (differs == "tokens") other.tokens = 200;
   if (differs == "hidden") other.hidden = 4096;
   if (differs == "dtype") other.dtype = DType::f16;
   if (differs == "quant") other.quant = Quant::none;
   if (differs == "norm") other.norm = Norm::gemma;
   for (int r = 0; r < world; ++r) {
-    g.group->rank(r).prepare(base.hidden, base.dtype, base.quant, base.norm);
-    g.group->rank(r).prepare(other.hidden, other.dtype, other.quant, other.norm);
+    g.group->rank(r).prepare(base.hidden, base.dtype, base.quant, base.norm, base.group, base.scale_format);
+    g.group->rank(r).prepare(other.hidden, other.dtype, other.quant, other.norm, other.group, other.scale_format);
   }
   g.poison();
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < world; ++r) {
     const Case& c = r == odd ? other : base;
-    auto a = g.args(r, c.tokens, c.hidden, c.dtype, c.quant, c.norm);
+    auto a = g.args(r, c);
     if (r == odd && differs == "all-reduce") {
       AllreduceArgs plain;
       plain.input = a.input, plain.out = a.out, plain.tokens = c.tokens, plain.hidden = c.hidden, plain.dtype = c.dtype;
@@ -453,6 +457,8 @@ TEST_CASE("a rank whose call differs gives CallMismatch naming both calls, write
     const std::string mine = "rank 0 called 64 x 2048 bf16";
     CHECK_THAT(e.what(), Catch::Contains(mine) &&
                              Catch::Contains(fmt::format("rank {} called {} x {}", odd, other.tokens, other.hidden)));
+    if (differs == "group") CHECK_THAT(e.what(), Catch::Contains("(group 64, f32 scales)"));
+    if (differs == "scale format") CHECK_THAT(e.what(), Catch::Contains("(group 128, e8m0 scales)"));
   }
   // Nothing was computed from rows nobody wrote: every output still holds the poison.
   const size_t n = size_t(base.tokens) * base.hidden;

@@ -118,6 +118,8 @@ TEST_CASE("a group with bad options is refused before touching a device", "[cpu]
   o.devices = {0, 0};
   o.max_tokens = 0;
   REQUIRE_THROWS_WITH(Group(o), Contains("max_tokens"));
+  o.max_tokens = int(kMaxCallTokens) + 1;  // the call descriptor carries 28 bits of tokens
+  REQUIRE_THROWS_WITH(Group(o), Contains("max_tokens is 268435456; it must be from 1 to 268435455"));
   o.max_tokens = 16, o.max_hidden = 4100;
   REQUIRE_THROWS_WITH(Group(o), Contains("max_hidden"));
 }
@@ -142,13 +144,23 @@ TEST_CASE("call descriptors tell every field apart, decode to what was encoded a
   CHECK(call_stage(base) == 1);
   CHECK(call_epilogue(base));
   const std::vector<unsigned long long> others{
-      call_descriptor(2516, 6144, true, 1, 0, 1, true), call_descriptor(2517 + 8192, 6144, true, 1, 0, 1, true),
-      call_descriptor(2517, 6136, true, 1, 0, 1, true), call_descriptor(2517, 6144, false, 1, 0, 1, true),
-      call_descriptor(2517, 6144, true, 2, 0, 1, true), call_descriptor(2517, 6144, true, 1, 1, 1, true),
-      call_descriptor(2517, 6144, true, 1, 0, 2, true), call_descriptor(2517, 6144, true, 1, 0, 1, false)};
+      call_descriptor(2516, 6144, true, 1, 0, 1, true),     call_descriptor(2517 + 8192, 6144, true, 1, 0, 1, true),
+      call_descriptor(2517, 6136, true, 1, 0, 1, true),     call_descriptor(2517, 6144, false, 1, 0, 1, true),
+      call_descriptor(2517, 6144, true, 2, 0, 1, true),     call_descriptor(2517, 6144, true, 1, 1, 1, true),
+      call_descriptor(2517, 6144, true, 1, 0, 2, true),     call_descriptor(2517, 6144, true, 1, 0, 1, false),
+      call_descriptor(2517, 6144, true, 1, 0, 1, true, 64), call_descriptor(2517, 6144, true, 1, 0, 1, true, 0, 2)};
   for (auto d : others) CHECK(d != base);
-  const auto largest = call_descriptor(0xffffffffu, kMaxHidden, true, 7, 1, 2, true);
-  CHECK(call_tokens(largest) == 0xffffffffu);
+  for (unsigned group : {32u, 64u, 128u}) {
+    for (unsigned format : {0u, 1u, 2u}) {
+      const auto d = call_descriptor(7, 2048, true, 3, 0, 1, true, group, format);
+      CHECK(call_group(d) == group);
+      CHECK(call_scale_format(d) == format);
+      CHECK(call_tokens(d) == 7);
+      CHECK(call_quant(d) == 3);
+    }
+  }
+  const auto largest = call_descriptor(kMaxCallTokens, kMaxHidden, true, 7, 1, 2, true, 128, 3);
+  CHECK(call_tokens(largest) == kMaxCallTokens);
   CHECK(call_hidden(largest) == unsigned(kMaxHidden));
   CHECK((largest << kEpochBits) >> kEpochBits == largest);  // nothing lost in the flag word
 }
@@ -168,10 +180,13 @@ TEST_CASE("flag epochs compare by wrapped 13-bit difference, whatever call rides
 TEST_CASE("a call descriptor names every quant mode in a CallMismatch message", "[cpu][mismatch]") {
   for (auto quant : jit::all_quants()) {
     CAPTURE(jit::to_string(quant));
-    const auto d = call_descriptor(12, 7168, true, unsigned(quant), 1, 2, true);
-    CHECK_THAT(describe_call(d), Contains(std::string("quant ") + jit::to_string(quant) + ", norm gemma"));
+    const auto d = call_descriptor(12, 7168, true, unsigned(quant), 1, 2, true, jit::is_group_fp8(quant) ? 128 : 0);
+    const std::string group = jit::is_group_fp8(quant) ? " (group 128, f32 scales)" : "";
+    CHECK_THAT(describe_call(d), Contains(std::string("quant ") + jit::to_string(quant) + group + ", norm gemma"));
   }
   CHECK_THAT(describe_call(call_descriptor(3, 2048, false, 0, 0, 1, false)), Contains("plain all-reduce"));
+  CHECK_THAT(describe_call(call_descriptor(12, 7168, true, unsigned(jit::Quant::fp8_group), 0, 1, true, 64, 2)),
+             Contains("quant fp8_group (group 64, e8m0 scales), norm rms"));
 }
 
 TEST_CASE("what is loaded lazily is built once, retried after a failure, and never unloaded", "[cpu][group]") {

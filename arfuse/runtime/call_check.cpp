@@ -13,9 +13,16 @@ namespace arfuse {
 std::string describe_call(unsigned long long d) {
   const auto quant = jit::Quant(std::min(call_quant(d), unsigned(kQuantMxfp4Mirror)));
   const auto norm = jit::Norm(call_norm(d));
-  return fmt::format("{} x {} {}{}, stage {}", call_tokens(d), call_hidden(d), call_bf16(d) ? "bf16" : "f16",
-                     call_epilogue(d) ? fmt::format(", quant {}, norm {}", jit::to_string(quant), jit::to_string(norm))
-                                      : " (plain all-reduce)",
+  std::string mode = " (plain all-reduce)";
+  if (call_epilogue(d)) {
+    mode = fmt::format(", quant {}", jit::to_string(quant));
+    if (jit::is_group_fp8(quant)) {
+      const auto format = jit::ScaleFormat(std::min(call_scale_format(d), unsigned(kScaleE8m0)));
+      mode += fmt::format(" (group {}, {} scales)", call_group(d), jit::to_string(format));
+    }
+    mode += fmt::format(", norm {}", jit::to_string(norm));
+  }
+  return fmt::format("{} x {} {}{}, stage {}", call_tokens(d), call_hidden(d), call_bf16(d) ? "bf16" : "f16", mode,
                      call_stage(d));
 }
 

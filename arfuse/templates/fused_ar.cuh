@@ -181,7 +181,10 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
   Signal* self = a.peers.signal[a.rank];
   u32 epoch = self->epoch[blockIdx.x];  // read by all before any write (the write is last)
   const u32 error_at_start = *static_cast<const volatile u32*>(&self->error);
-  const u64 call = a.check_call ? call_descriptor(a.tokens, H, kIsBf16<T>, QUANT, NORM, STAGE, EPILOGUE) : 0;
+  const u64 call = a.check_call
+                       ? call_descriptor(a.tokens, H, kIsBf16<T>, QUANT, NORM, STAGE, EPILOGUE,
+                                         kQuantIsGroupFp8<QUANT> ? GROUP : 0, kQuantIsGroupFp8<QUANT> ? SCALE : 0)
+                       : 0;
   // The previous call's exit barrier guarantees no peer still reads the staging buffer.
   if (a.input != nullptr) stage_own_rows<T, H, THREADS, VPT, W, STAGE>(a);
 

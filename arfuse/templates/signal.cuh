@@ -47,18 +47,32 @@ ARFUSE_HOST_DEVICE constexpr unsigned int signal_error_rank(unsigned int code) {
 ARFUSE_HOST_DEVICE constexpr unsigned int signal_error_block(unsigned int code) { return (code >> 8) & 0xffffu; }
 ARFUSE_HOST_DEVICE constexpr unsigned int signal_error_kind(unsigned int code) { return (code >> 24) & 0xfu; }
 
-// What a rank's call is, as its peers compare it (51 bits): tokens (bits 0-31), hidden / 8 - 1
-// (32-43), bf16 (44), quant mode (45-47), norm mode (48), stage - 1 (49), epilogue (50). The
-// world size is the group's, agreed at creation. Ranks whose calls differ would read rows
-// nobody wrote. A call has tokens >= 1 (0 launches nothing), so 0 can mean "not checked".
+// What a rank's call is, as its peers compare it (51 bits): tokens (bits 0-27), the group size
+// of the fp8_group modes (28-29: 0 for the other modes, 1, 2, 3 for 32, 64, 128), their scale
+// format (30-31, ScaleFormatCode), hidden / 8 - 1 (32-43), bf16 (44), quant mode (45-47), norm
+// mode (48), stage - 1 (49), epilogue (50). The world size is the group's, agreed at creation.
+// Ranks whose calls differ would read rows nobody wrote, or (group size, scale format) write
+// different bytes on different ranks. A call has tokens >= 1 (0 launches nothing), so 0 can mean
+// "not checked"; a group refuses max_tokens above kMaxCallTokens.
+inline constexpr unsigned kMaxCallTokens = (1u << 28) - 1;
+ARFUSE_HOST_DEVICE constexpr unsigned call_group_code(unsigned group) {
+  return group == 32 ? 1u : group == 64 ? 2u : group == 128 ? 3u : 0u;
+}
 ARFUSE_HOST_DEVICE constexpr unsigned long long call_descriptor(unsigned tokens, unsigned hidden, bool bf16,
                                                                 unsigned quant, unsigned norm, unsigned stage,
-                                                                bool epilogue) {
-  return tokens | ((unsigned long long)((hidden / 8 - 1) & 0xfffu) << 32) | ((unsigned long long)bf16 << 44) |
-         ((unsigned long long)(quant & 7u) << 45) | ((unsigned long long)(norm & 1u) << 48) |
-         ((unsigned long long)((stage - 1) & 1u) << 49) | ((unsigned long long)epilogue << 50);
+                                                                bool epilogue, unsigned group = 0,
+                                                                unsigned scale_format = 0) {
+  return (tokens & kMaxCallTokens) | ((unsigned long long)call_group_code(group) << 28) |
+         ((unsigned long long)(scale_format & 3u) << 30) | ((unsigned long long)((hidden / 8 - 1) & 0xfffu) << 32) |
+         ((unsigned long long)bf16 << 44) | ((unsigned long long)(quant & 7u) << 45) |
+         ((unsigned long long)(norm & 1u) << 48) | ((unsigned long long)((stage - 1) & 1u) << 49) |
+         ((unsigned long long)epilogue << 50);
 }
-ARFUSE_HOST_DEVICE constexpr unsigned call_tokens(unsigned long long d) { return unsigned(d & 0xffffffffu); }
+ARFUSE_HOST_DEVICE constexpr unsigned call_tokens(unsigned long long d) { return unsigned(d & kMaxCallTokens); }
+ARFUSE_HOST_DEVICE constexpr unsigned call_group(unsigned long long d) {
+  return unsigned((d >> 28) & 3u) == 0 ? 0u : 16u << unsigned((d >> 28) & 3u);
+}
+ARFUSE_HOST_DEVICE constexpr unsigned call_scale_format(unsigned long long d) { return unsigned((d >> 30) & 3u); }
 ARFUSE_HOST_DEVICE constexpr unsigned call_hidden(unsigned long long d) {
   return (unsigned((d >> 32) & 0xfffu) + 1) * 8;
 }
@@ -67,8 +81,9 @@ ARFUSE_HOST_DEVICE constexpr unsigned call_quant(unsigned long long d) { return 
 ARFUSE_HOST_DEVICE constexpr unsigned call_norm(unsigned long long d) { return unsigned((d >> 48) & 1u); }
 ARFUSE_HOST_DEVICE constexpr unsigned call_stage(unsigned long long d) { return unsigned((d >> 49) & 1u) + 1; }
 ARFUSE_HOST_DEVICE constexpr bool call_epilogue(unsigned long long d) { return (d >> 50) & 1u; }
-static_assert((call_descriptor(0xffffffffu, 32768, true, 7, 1, 2, true) >> (64 - kEpochBits)) == 0,
+static_assert((call_descriptor(kMaxCallTokens, 32768, true, 7, 1, 2, true, 128, 3) >> (64 - kEpochBits)) == 0,
               "a call descriptor must fit above the epoch bits of a flag");
+static_assert(call_group(call_descriptor(1, 8, true, 3, 0, 1, true, 64)) == 64, "group code round trip");
 
 // The pointers a kernel needs to reach every rank's buffers, passed by value.
 struct PeerBuffers {

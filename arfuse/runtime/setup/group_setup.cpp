@@ -11,6 +11,7 @@
 #include "arfuse/base/log.hpp"
 #include "arfuse/base/version.hpp"
 #include "arfuse/runtime/setup/peer_setup.hpp"
+#include "arfuse/templates/signal.cuh"
 
 namespace arfuse {
 
@@ -46,7 +47,9 @@ void validate_options(const GroupOptions& o) {
         "Transport::nccl needs one rank per process or thread (GroupOptions::bootstrap): one thread cannot "
         "drive several NCCL ranks call by call");
   }
-  if (o.max_tokens <= 0) throw Error(fmt::format("max_tokens is {}; it must be positive", o.max_tokens));
+  if (o.max_tokens <= 0 || unsigned(o.max_tokens) > kMaxCallTokens) {
+    throw Error(fmt::format("max_tokens is {}; it must be from 1 to {}", o.max_tokens, kMaxCallTokens));
+  }
   if (o.max_hidden <= 0 || o.max_hidden % 8 != 0 || o.max_hidden > kMaxHidden) {
     throw Error(
         fmt::format("max_hidden is {}; it must be a positive multiple of 8, at most {}", o.max_hidden, kMaxHidden));
