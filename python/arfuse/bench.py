@@ -14,7 +14,8 @@ examples/eager_host_overhead.cpp do), so the numbers compare with those tools' n
         is how `arfuse-bench fused` times the same shape; and the binding in the graph with
         the staged input and outputs allocated once ("binding staged"): the same kernel
         launches without the op's per-call output allocations, to tell their cost from the
-        kernel's.
+        kernel's; and that again with a separate residual_out ("+ residual_out"), as
+        arfuse-bench fused calls it, to tell the in-place residual's cost.
 """
 
 import argparse
@@ -91,7 +92,7 @@ class Ranks:
 
     def outputs(self):
         x = self.x[0]
-        return aft._epilogue_outputs(x, aft._Mode(self.quant, "rms"), self.comms[0].fp8_dtype)
+        return (*aft._epilogue_outputs(x, aft._Mode(self.quant, "rms"), self.comms[0].fp8_dtype), torch.empty_like(x))
 
     def op(self, r):
         return self.comms[r].allreduce_rmsnorm_(self.x[r], self.residual[r], self.weight, 1e-6, self.quant)
@@ -99,11 +100,12 @@ class Ranks:
     def op_staged(self, r):
         return self.comms[r].allreduce_rmsnorm_(self.staged[r], self.residual[r], self.weight, 1e-6, self.quant)
 
-    def binding(self, r, outputs, staged=False):
-        out, scales, mirror = outputs[r]
+    def binding(self, r, outputs, staged=False, in_place=True):
+        out, scales, mirror, residual_out = outputs[r]
         c, x = self.comms[r], (self.staged if staged else self.x)[r]
+        residual_out = self.residual[r] if in_place else residual_out
         c._impl.allreduce_rmsnorm(c._local_rank, x.data_ptr(), self.residual[r].data_ptr(),
-                                  self.residual[r].data_ptr(), self.weight.data_ptr(), 1e-6, out.data_ptr(),
+                                  residual_out.data_ptr(), self.weight.data_ptr(), 1e-6, out.data_ptr(),
                                   scales.data_ptr() if scales.numel() else 0,
                                   mirror.data_ptr() if mirror.numel() else 0, x.shape[0], x.shape[1],
                                   aft._DTYPE_NAMES[x.dtype], *aft._Mode(self.quant, "rms").args(), False,
@@ -171,7 +173,8 @@ def main(argv=None):
         return 1
     print(f"device: {torch.cuda.get_device_name(0)}; W = {args.world} virtual ranks; {args.dtype}; quant {args.quant}")
     print(f"{'tokens x hidden':>16} {'op host us':>11} {'binding us':>11} {'op graph us':>12} {'(min-max)':>15} "
-          f"{'staged in us':>12} {'(min-max)':>15} {'binding staged':>14} {'(min-max)':>15}")
+          f"{'staged in us':>12} {'(min-max)':>15} {'binding staged':>14} {'(min-max)':>15} "
+          f"{'+ residual_out':>14} {'(min-max)':>15}")
     try:
         for tokens, hidden in args.shapes:
             ranks = Ranks(comms, tokens, hidden, dtype, args.quant)
@@ -182,9 +185,12 @@ def main(argv=None):
             staged, staged_low, staged_high = graph_us(ranks, ranks.op_staged, args.replays, args.runs)
             bound, bound_low, bound_high = graph_us(ranks, lambda r: ranks.binding(r, outputs, staged=True),
                                                     args.replays, args.runs)
+            separate, separate_low, separate_high = graph_us(
+                ranks, lambda r: ranks.binding(r, outputs, staged=True, in_place=False), args.replays, args.runs)
             print(f"{tokens:>7} x {hidden:<6} {op_host:>11.2f} {binding_host:>11.2f} {median:>12.2f} "
                   f"{f'({low:.2f}-{high:.2f})':>15} {staged:>12.2f} {f'({staged_low:.2f}-{staged_high:.2f})':>15} "
-                  f"{bound:>14.2f} {f'({bound_low:.2f}-{bound_high:.2f})':>15}")
+                  f"{bound:>14.2f} {f'({bound_low:.2f}-{bound_high:.2f})':>15} "
+                  f"{separate:>14.2f} {f'({separate_low:.2f}-{separate_high:.2f})':>15}")
     finally:
         torch.cuda.synchronize()
         comms[0].close()
