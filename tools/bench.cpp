@@ -51,6 +51,8 @@ options:
   --pdl           (epilogue) also time a producer kernel that writes the input followed by
                   rmsnorm_quant, launched plainly and with programmatic dependent launch
                   (NVIDIA sm_90+), interleaved: what PDL saves per call
+  --copy-rows     (epilogue) after each row, the bench's best copy kernel moving the same bytes
+                  (half read, half written) in the same graphs: the floor at that size
   --call-check-cost  (fused) also time the fused kernel with the cross-rank call check off,
                   interleaved with the checked one, to show what the check costs
   --runs N        interleaved timed runs per row (default 7); --replays N graph replays per run
@@ -126,6 +128,13 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       row.resources = describe_resources(ctx.kernel(
           ctx.spec(jit::Module::rmsnorm_quant, s.hidden, DType::bf16, q, jit::Norm::rms, 1, 1, kBenchGroupSize)));
       rows.push_back(row);
+      if (cl.has("copy-rows")) {
+        const std::size_t half = (call_bytes / 2 + 15) / 16 * 16;
+        Row copy{"copy, same bytes", 1, s, out_name(q), time_copy(ctx.device(), half, k, replays, runs),
+                 double(2 * half)};
+        copy.measured_exactness = false;
+        rows.push_back(copy);
+      }
       if (!cl.has("pdl")) continue;
       // Each call: the producer writes the input, then rmsnorm_quant reads it, launched plainly
       // or with programmatic dependency; the two interleaved. The inputs start poisoned, so the
@@ -292,7 +301,7 @@ void check_timing_options(const CommandLine& cl) {
 }
 
 int bench_main(int argc, char** argv) {
-  CommandLine cl(argc, argv, {"call-check-cost", "pdl"},
+  CommandLine cl(argc, argv, {"call-check-cost", "copy-rows", "pdl"},
                  {"shapes", "quant", "world", "stage", "runs", "replays", "json", "svg", "peers", "tune", "hidden",
                   "tokens", "backend"});
   select_backend(cl.value("backend", ""));

@@ -157,6 +157,29 @@ std::vector<CopyMeasurement> copy_bandwidths(const Device& device, int runs) {
   return results;
 }
 
+Timing time_copy(const Device& device, std::size_t bytes, int rotation, int replays, int runs) {
+  const CopyVariant v{2, false, false, 128};  // the best of copy_bandwidths on the H200
+  Kernel kernel = compile_bench_kernel(device, "copy", copy_kernel_source(v), v.threads);
+  std::vector<DeviceBuffer> from, to;
+  for (int i = 0; i < rotation; ++i) {
+    from.emplace_back(device, bytes), to.emplace_back(device, bytes);
+    from.back().fill(1);
+  }
+  Stream stream(device);
+  std::vector<Stream*> streams{&stream};
+  long long n = (long long)(bytes / 16);
+  const unsigned grid = unsigned((n + v.threads * v.unroll - 1) / (v.threads * v.unroll));
+  return time_graphs(
+      device, streams,
+      [&](int, int c) {
+        const void* in = from[size_t(c % rotation)].get();
+        void* out = to[size_t(c % rotation)].get();
+        void* params[] = {&in, &out, &n};
+        kernel.launch(grid, stream, params);
+      },
+      replays, runs);
+}
+
 CopyMeasurement best_copy(const std::vector<CopyMeasurement>& measured) {
   return *std::max_element(measured.begin(), measured.end(),
                            [](const auto& x, const auto& y) { return x.bytes_per_s < y.bytes_per_s; });

@@ -43,6 +43,12 @@ std::vector<CopyMeasurement> copy_bandwidths(const Device& device, int runs);
 // The fastest of them: the ceiling every "% of ceiling" is against.
 CopyMeasurement best_copy(const std::vector<CopyMeasurement>& measured);
 
+// Microseconds per call of the best copy kernel moving `bytes` (read) + `bytes` (written), in
+// the same graphs of 16 calls, through `rotation` buffer pairs: the floor a kernel that moves
+// that many bytes can reach at that size (the launch and the ramp at each end included, which
+// the 1 GiB ceiling spreads over 250 µs).
+Timing time_copy(const Device& device, std::size_t bytes, int rotation, int replays, int runs);
+
 // A kernel of the bench itself (not an arfuse module), compiled with NVRTC for `device`.
 Kernel compile_bench_kernel(const Device& device, const std::string& name, const std::string& text, int threads = 512);
 
