@@ -234,11 +234,31 @@ struct RowOutputs {
   T* mirror;               // the _mirror modes only
 };
 
-// ar = T(fold) (step 1, done by the caller) and the row's residual_in, packed. The weight is
-// read only after the sum of squares (an L1 hit after the first row), so it holds no registers
-// across the reductions.
+// The weight, copied into shared memory by stage_weight while the row's loads are in flight:
+// step 5's read after the reductions is then a shared-memory hit instead of an L1/L2 round trip
+// on the row's critical path, and no register holds it across the reductions. Measured on the
+// H200 against the former read from global memory after the reductions and against the weight
+// loaded into registers with the row (docs/performance-notes.md section 16).
+struct StagedWeight {
+  const Vec16* vectors;
+  __device__ __forceinline__ void wait() const { wait_async_copies(); }
+};
+
+// Each thread copies the weight vectors it will read (the ones it owns), so reading them needs
+// no block barrier, only the thread's own wait.
+template <typename T, int H, int THREADS, int VPT>
+__device__ __forceinline__ StagedWeight stage_weight(const T* weight, Vec16 (&staged)[THREADS * VPT]) {
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    const int vec = threadIdx.x + k * THREADS;
+    if (owns_vector<H, THREADS>(k)) copy_async16(&staged[vec], weight + vec * 8);
+  }
+  return StagedWeight{staged};
+}
+
+// ar = T(fold) (step 1, done by the caller) and the row's residual_in, packed.
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE>
-__device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16 (&residual)[VPT], const T* weight,
+__device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16 (&residual)[VPT], StagedWeight weight,
                                              float eps, const RowOutputs<T>& row, ReduceScratch& scratch) {
   // Step 2: res = T(ar + residual_in) -> residual_out.
   Vec16 res[VPT];
@@ -267,6 +287,7 @@ __device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16
   // Step 4: IEEE division and sqrt (the JIT never passes fast-math options).
   const float inv = 1.0f / sqrtf(ss / float(H) + eps);
   // Steps 5-6: g = f(w) (+ 1 for Gemma), y = T((res * inv) * g).
+  weight.wait();
   Vec16 y[VPT];
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
@@ -274,7 +295,7 @@ __device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16
     const int vec = threadIdx.x + k * THREADS;
     float v[8], g[8];
     unpack8<T>(res[k], v);
-    unpack8<T>(load16(weight + vec * 8), g);
+    unpack8<T>(weight.vectors[vec], g);
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = (v[j] * inv) * (NORM == kNormGemma ? g[j] + 1.0f : g[j]);
     y[k] = pack8<T>(v);

@@ -123,7 +123,7 @@ __device__ __forceinline__ void store_row(T* row, const Vec16 (&v)[VPT]) {
 // The result of one reduced row: the epilogue, or (plain all-reduce) the sum itself.
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, bool EPILOGUE>
 __device__ __forceinline__ void finish_row(const FusedArgs& a, int row, const Vec16 (&ar)[VPT],
-                                           const Vec16 (&residual)[VPT], ReduceScratch& scratch) {
+                                           const Vec16 (&residual)[VPT], StagedWeight weight, ReduceScratch& scratch) {
   const long long offset = (long long)row * H;
   if (!EPILOGUE) {
     store_row<T, H, THREADS, VPT>(static_cast<T*>(a.out) + offset, ar);
@@ -135,8 +135,7 @@ __device__ __forceinline__ void finish_row(const FusedArgs& a, int row, const Ve
   outputs.scale = row_scales<QUANT, SCALE>(a.scales, row, a.scale_row_stride);
   outputs.scale_group_stride = a.scale_group_stride;
   outputs.mirror = static_cast<T*>(a.mirror) + (kQuantWritesMirror<QUANT> ? offset : 0);
-  epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE>(ar, residual, static_cast<const T*>(a.weight), a.eps,
-                                                              outputs, scratch);
+  epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE>(ar, residual, weight, a.eps, outputs, scratch);
 }
 
 // Copies this rank's input rows into its staging buffer: exactly the rows that block b of
@@ -157,13 +156,13 @@ __device__ __forceinline__ void stage_own_rows(const FusedArgs& a) {
 
 // Stage 1: every row of this block, folded from all staging buffers, then its epilogue.
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, int W, bool EPILOGUE>
-__device__ __forceinline__ void reduce_rows(const FusedArgs& a, ReduceScratch& scratch) {
+__device__ __forceinline__ void reduce_rows(const FusedArgs& a, StagedWeight weight, ReduceScratch& scratch) {
   for (int row = blockIdx.x; row < a.tokens; row += gridDim.x) {
     Vec16 residual[VPT];
     if (EPILOGUE) load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + (long long)row * H, residual);
     Vec16 x[VPT];
     fold_row<T, H, THREADS, VPT, W>(a.peers, (long long)row * H, x);
-    finish_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, EPILOGUE>(a, row, x, residual, scratch);
+    finish_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, EPILOGUE>(a, row, x, residual, weight, scratch);
   }
 }
 
@@ -187,12 +186,16 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
                        : 0;
   // The previous call's exit barrier guarantees no peer still reads the staging buffer.
   if (a.input != nullptr) stage_own_rows<T, H, THREADS, VPT, W, STAGE>(a);
+  // Once per block for all its rows, in flight while the block waits at the entry barrier.
+  __shared__ Vec16 staged_weight[EPILOGUE ? THREADS * VPT : 1];
+  StagedWeight weight{staged_weight};
+  if constexpr (EPILOGUE) weight = stage_weight<T, H, THREADS, VPT>(static_cast<const T*>(a.weight), staged_weight);
 
   if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierEntry, call, call != 0, error_at_start,
                             failed)) {
     let_next_kernel_start();  // every rank's blocks are resident now
     if (STAGE == 1) {
-      reduce_rows<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, W, EPILOGUE>(a, scratch);
+      reduce_rows<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, W, EPILOGUE>(a, weight, scratch);
     } else {
       const int share = (a.tokens + W - 1) / W;
       const int first = a.rank * share, last = min(a.tokens, first + share);
@@ -214,7 +217,7 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
               load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + (long long)row * H, residual);
             Vec16 x[VPT];
             load_row_l2<T, H, THREADS, VPT>(static_cast<const T*>(a.peers.gather[a.rank]) + (long long)row * H, x);
-            finish_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, EPILOGUE>(a, row, x, residual, scratch);
+            finish_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, EPILOGUE>(a, row, x, residual, weight, scratch);
           }
         }
       }

@@ -156,6 +156,24 @@ __device__ __forceinline__ Vec16 load16(const void* address) { return *static_ca
 __device__ __forceinline__ void store16(void* address, const Vec16& v) { *static_cast<Vec16*>(address) = v; }
 __device__ __forceinline__ void store8(void* address, const Vec8& v) { *static_cast<Vec8*>(address) = v; }
 
+// A 16-byte copy from global to shared memory that holds no register while in flight
+// (cp.async, NVIDIA sm_80+), completed by wait_async_copies in the same thread. Elsewhere an
+// ordinary load and store.
+__device__ __forceinline__ void copy_async16(Vec16* shared, const void* global) {
+#if defined(ARFUSE_VENDOR_NVIDIA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  u64 address;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(address) : "l"(shared));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"l"(address), "l"(global) : "memory");
+#else
+  *shared = load16(global);
+#endif
+}
+__device__ __forceinline__ void wait_async_copies() {
+#if defined(ARFUSE_VENDOR_NVIDIA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
 // ---- f16 / bf16 -------------------------------------------------------------------------
 
 __device__ __forceinline__ float widen(bf16_t x) { return bits_to_float(u32(x.bits) << 16); }

@@ -28,13 +28,15 @@ __global__ void __launch_bounds__(THREADS)
   Vec16 input[VPT], residual[VPT];
   load_vectors<T, H, THREADS, VPT>(in + offset, input);
   load_vectors<T, H, THREADS, VPT>(residual_in + offset, residual);
+  __shared__ Vec16 staged_weight[THREADS * VPT];
+  const StagedWeight w = stage_weight<T, H, THREADS, VPT>(weight, staged_weight);
   RowOutputs<T> outputs;
   outputs.residual_out = residual_out + offset;
   outputs.out = static_cast<u8*>(out) + row * kOutRowBytes<T, H, QUANT>;
   outputs.scale = row_scales<QUANT, SCALE>(scales, row, scale_row_stride);
   outputs.scale_group_stride = scale_group_stride;
   outputs.mirror = kQuantWritesMirror<QUANT> ? mirror + offset : mirror;
-  epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE>(input, residual, weight, eps, outputs, scratch);
+  epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE>(input, residual, w, eps, outputs, scratch);
 }
 
 template <typename T, int H, int THREADS, int VPT>
