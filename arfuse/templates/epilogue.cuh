@@ -238,7 +238,9 @@ struct RowOutputs {
 // step 5's read after the reductions is then a shared-memory hit instead of an L1/L2 round trip
 // on the row's critical path, and no register holds it across the reductions. Measured on the
 // H200 against the former read from global memory after the reductions and against the weight
-// loaded into registers with the row (docs/performance-notes.md section 16).
+// loaded into registers with the row (docs/performance-notes.md section 16). Without an
+// asynchronous copy (AMD: not measured there) `vectors` is the weight in global memory, read
+// after the reductions as before.
 struct StagedWeight {
   const Vec16* vectors;
   __device__ __forceinline__ void wait() const { wait_async_copies(); }
@@ -248,6 +250,7 @@ struct StagedWeight {
 // no block barrier, only the thread's own wait.
 template <typename T, int H, int THREADS, int VPT>
 __device__ __forceinline__ StagedWeight stage_weight(const T* weight, Vec16 (&staged)[THREADS * VPT]) {
+  if constexpr (!kAsyncCopy) return StagedWeight{reinterpret_cast<const Vec16*>(weight)};
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     const int vec = threadIdx.x + k * THREADS;

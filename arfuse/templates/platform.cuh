@@ -157,8 +157,13 @@ __device__ __forceinline__ void store16(void* address, const Vec16& v) { *static
 __device__ __forceinline__ void store8(void* address, const Vec8& v) { *static_cast<Vec8*>(address) = v; }
 
 // A 16-byte copy from global to shared memory that holds no register while in flight
-// (cp.async, NVIDIA sm_80+), completed by wait_async_copies in the same thread. Elsewhere an
-// ordinary load and store.
+// (cp.async, NVIDIA sm_80+), completed by wait_async_copies in the same thread. Where there is
+// none (kAsyncCopy false) an ordinary load and store, which the kernels do not use instead.
+#if defined(ARFUSE_VENDOR_NVIDIA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+inline constexpr bool kAsyncCopy = true;
+#else
+inline constexpr bool kAsyncCopy = false;
+#endif
 __device__ __forceinline__ void copy_async16(Vec16* shared, const void* global) {
 #if defined(ARFUSE_VENDOR_NVIDIA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   u64 address;
