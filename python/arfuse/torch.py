@@ -32,7 +32,7 @@ fp8_group, or uint8 [tokens, hidden / 2] (two E2M1 codes per byte) for mxfp4. ``
 T [tokens, hidden] (the output before quantisation) for the _mirror modes. Outputs a call does
 not produce are empty tensors of shape [0]. ``pdl`` (default False): programmatic dependent
 launch (NVIDIA sm_90+, elsewhere ignored): the kernel is launched before the kernel ahead of it
-on the stream ends and waits for it itself, hiding the launch; not run on a GPU yet.
+on the stream ends and waits for it itself, hiding the launch (run on the H200 by the GPU tests).
 
 Every rank must make the same calls in the same order. A rank that does not arrive makes the
 others' kernels give up after ``timeout`` seconds: synchronise, then ``check()`` raises
