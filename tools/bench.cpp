@@ -52,7 +52,8 @@ options:
                   rmsnorm_quant, launched plainly and with programmatic dependent launch
                   (NVIDIA sm_90+), interleaved: what PDL saves per call
   --copy-rows     (epilogue) after each row, the bench's best copy kernel moving the same bytes
-                  (half read, half written) in the same graphs: the floor at that size
+                  (half read, half written) in the same graphs, and the same kernel reading and
+                  writing what the row reads and writes: the floor at that size
   --call-check-cost  (fused) also time the fused kernel with the cross-rank call check off,
                   interleaved with the checked one, to show what the check costs
   --runs N        interleaved timed runs per row (default 7); --replays N graph replays per run
@@ -132,8 +133,15 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
         const std::size_t half = (call_bytes / 2 + 15) / 16 * 16;
         Row copy{"copy, same bytes", 1, s, out_name(q), time_copy(ctx.device(), half, k, replays, runs),
                  double(2 * half)};
-        copy.measured_exactness = false;
-        rows.push_back(copy);
+        const std::size_t reads = (n * 2 * 2 + std::size_t(s.hidden) * 2 + 15) / 16 * 16,
+                          writes = (call_bytes - n * 2 * 2 - std::size_t(s.hidden) * 2 + 15) / 16 * 16;
+        Row split{"stream, same reads and writes",
+                  1,
+                  s,
+                  out_name(q),
+                  time_reads_and_writes(ctx.device(), reads, writes, k, replays, runs),
+                  double(reads + writes)};
+        for (Row* r : {&copy, &split}) r->measured_exactness = false, rows.push_back(*r);
       }
       if (!cl.has("pdl")) continue;
       // Each call: the producer writes the input, then rmsnorm_quant reads it, launched plainly
