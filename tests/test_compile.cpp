@@ -1,12 +1,14 @@
 // [cpu] Every rmsnorm_quant spec compiles with NVRTC for sm_90; a representative set with
 // hiprtc for the AMD ISAs this machine's hiprtc supports; unsupported targets are refused
-// before any compile is attempted.
+// before any compile is attempted; the bench's own kernels compile too.
 #include <algorithm>
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/jit/spec_set.hpp"
 
+#include "bench_kernels.hpp"
+#include "pdl_producer.hpp"
 #include "support.hpp"
 
 using namespace arfuse;
@@ -101,6 +103,25 @@ TEST_CASE("NVRTC compiles the fused kernels' block-scaled modes for sm_90", "[cp
     CAPTURE(spec);
     REQUIRE(nvrtc->compile(render(KernelSpec::parse(spec))).payload.size() > 1000);
   }
+}
+
+TEST_CASE("NVRTC compiles the bench's own kernels for sm_90 (copies, the floor's stream, the PDL producer)",
+          "[cpu][nvrtc]") {
+  auto compile = [](const std::string& name, const std::string& text) {
+    Source src;
+    src.spec = KernelSpec::parse("token_quant/h8/bf16/sm_90");  // names the target; the text is the bench's
+    src.program_name = name + ".cu";
+    src.text = text;
+    src.name_expression = name;
+    src.options = {"--gpu-architecture=sm_90"};
+    return nvrtc_compiler()->compile(src);
+  };
+  for (const auto& v : testing::kCopyVariants) {
+    CAPTURE(v.unroll, v.streaming, v.persistent, v.threads);
+    CHECK(compile("copy", testing::copy_kernel_source(v)).lowered_name == "copy");
+  }
+  CHECK(compile("stream", testing::kStreamSource).lowered_name == "stream");
+  CHECK(compile(testing::kProducerName, testing::kProducerSource).lowered_name == testing::kProducerName);
 }
 
 TEST_CASE("hiprtc compiles a representative set for gfx90a (wave64) and gfx1030 (wave32)", "[cpu][hiprtc]") {

@@ -9,6 +9,7 @@
 
 #include "arfuse/jit/compiler.hpp"
 
+#include "bench_kernels.hpp"
 #include "pdl_producer.hpp"
 
 namespace arfuse::tools {
@@ -82,43 +83,7 @@ Kernel compile_bench_kernel(const Device& device, const std::string& name, const
 
 namespace {
 
-// Copy kernels with more bytes in flight per thread than one 16-byte vector: U loads issued
-// before any store (coalesced: vector i + k * blockDim), optionally with the streaming cache
-// hints (evict-first loads and stores), which keep a 1 GiB stream from churning L2. Either a
-// persistent grid (a few blocks per SM, striding over the buffer) or one block per
-// blockDim * U vectors (each block's span contiguous, as PyTorch's elementwise kernels do).
-struct CopyVariant {
-  int unroll;
-  bool streaming;
-  bool persistent;
-  int threads;
-};
-
-std::string copy_kernel_source(const CopyVariant& v) {
-  const char* load = v.streaming ? "__ldcs(&in[j])" : "in[j]";
-  const char* store = v.streaming ? "__stcs(&out[j], v[k])" : "out[j] = v[k]";
-  return fmt::format(R"(
-extern "C" __global__ void copy(const uint4* __restrict__ in, uint4* __restrict__ out, long long n) {{
-  constexpr int U = {0};
-  const long long step = {3} ? (long long)gridDim.x * blockDim.x * U : n;
-  for (long long base = (long long)blockIdx.x * blockDim.x * U + threadIdx.x; base < n; base += step) {{
-    uint4 v[U];
-#pragma unroll
-    for (int k = 0; k < U; ++k) {{
-      const long long j = base + (long long)k * blockDim.x;
-      if (j < n) v[k] = {1};
-    }}
-#pragma unroll
-    for (int k = 0; k < U; ++k) {{
-      const long long j = base + (long long)k * blockDim.x;
-      if (j < n) {2};
-    }}
-  }}
-}})",
-                     v.unroll, load, store, v.persistent ? 1 : 0);
-}
-
-std::string describe(const CopyVariant& v) {
+std::string describe(const testing::CopyVariant& v) {
   return fmt::format("kernel 16 B x{}{} {} {}t", v.unroll, v.streaming ? " streaming" : "",
                      v.persistent ? "persistent" : "one-shot", v.threads);
 }
@@ -137,11 +102,8 @@ std::vector<CopyMeasurement> copy_bandwidths(const Device& device, int runs) {
   std::vector<CopyMeasurement> results;
   // On the H200 persistent grids reached 3.91-3.99 TB/s, one-shot grids 4.10-4.27 (best: 128
   // threads x 2 vectors; PyTorch's elementwise copy 4.28); the spread around the best is kept.
-  const std::vector<CopyVariant> variants{{1, false, true, 512},  {8, false, true, 512},  {8, true, true, 512},
-                                          {2, false, false, 128}, {4, false, false, 128}, {8, false, false, 128},
-                                          {4, true, false, 128},  {4, false, false, 64},  {4, false, false, 256}};
-  for (const auto& v : variants) {
-    Kernel kernel = compile_bench_kernel(device, "copy", copy_kernel_source(v), v.threads);
+  for (const auto& v : testing::kCopyVariants) {
+    Kernel kernel = compile_bench_kernel(device, "copy", testing::copy_kernel_source(v), v.threads);
     void* params[] = {&in, &out, &n};
     const long long span = (long long)v.threads * v.unroll;
     const unsigned grid =
@@ -158,34 +120,6 @@ std::vector<CopyMeasurement> copy_bandwidths(const Device& device, int runs) {
 }
 
 namespace {
-
-// Reads vectors [0, n_read) and writes vectors [0, n_write): a copy where they overlap, a plain
-// read or a plain write beyond. One block per 128 x 2 vectors, as the best copy kernel. A value
-// read but not written feeds an impossible store, so the load stays.
-const char* kStreamSource = R"(
-extern "C" __global__ void stream(const uint4* __restrict__ in, uint4* __restrict__ out, long long n_read,
-                                  long long n_write) {
-  const long long base = (long long)blockIdx.x * blockDim.x * 2 + threadIdx.x;
-  uint4 v[2];
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    const long long j = base + (long long)k * blockDim.x;
-    if (j < n_read) {
-      v[k] = in[j];
-    } else {
-      v[k].x = unsigned(j), v[k].y = 1u, v[k].z = 2u, v[k].w = 3u;
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    const long long j = base + (long long)k * blockDim.x;
-    if (j < n_write) {
-      out[j] = v[k];
-    } else if (v[k].x == 0x9e3779b9u && v[k].y == unsigned(n_write) && n_write < 0) {
-      out[0] = v[k];
-    }
-  }
-})";
 
 Timing time_stream(const Device& device, const Kernel& kernel, std::size_t read_bytes, std::size_t write_bytes,
                    int rotation, int replays, int runs) {
@@ -214,8 +148,8 @@ Timing time_stream(const Device& device, const Kernel& kernel, std::size_t read_
 }  // namespace
 
 Timing time_copy(const Device& device, std::size_t bytes, int rotation, int replays, int runs) {
-  const CopyVariant v{2, false, false, 128};  // the best of copy_bandwidths on the H200
-  Kernel kernel = compile_bench_kernel(device, "copy", copy_kernel_source(v), v.threads);
+  const testing::CopyVariant v = testing::kCopyVariants[3];  // the best of copy_bandwidths on the H200
+  Kernel kernel = compile_bench_kernel(device, "copy", testing::copy_kernel_source(v), v.threads);
   std::vector<DeviceBuffer> from, to;
   for (int i = 0; i < rotation; ++i) {
     from.emplace_back(device, bytes), to.emplace_back(device, bytes);
@@ -238,7 +172,7 @@ Timing time_copy(const Device& device, std::size_t bytes, int rotation, int repl
 
 Timing time_reads_and_writes(const Device& device, std::size_t read_bytes, std::size_t write_bytes, int rotation,
                              int replays, int runs) {
-  const Kernel kernel = compile_bench_kernel(device, "stream", kStreamSource, 128);
+  const Kernel kernel = compile_bench_kernel(device, "stream", testing::kStreamSource, 128);
   return time_stream(device, kernel, read_bytes, write_bytes, rotation, replays, runs);
 }
 
