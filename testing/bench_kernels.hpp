@@ -52,8 +52,13 @@ inline const CopyVariant kCopyVariants[] = {{1, false, true, 512},  {8, false, t
                                             {4, true, false, 128},  {4, false, false, 64},  {4, false, false, 256}};
 
 // Reads vectors [0, n_read) and writes vectors [0, n_write): a copy where they overlap, a plain
-// read or a plain write beyond. One block per 128 x 2 vectors, as the best copy kernel. A value
-// read but not written feeds an impossible store, so the load stays.
+// read or a plain write beyond. One block of kStreamThreads per kStreamThreads x 2 vectors, as
+// the best copy kernel. A value read but not written feeds an impossible store, so the load stays.
+inline constexpr int kStreamThreads = 128;
+inline unsigned stream_blocks(long long vectors) {
+  const long long per_block = kStreamThreads * 2;
+  return unsigned(vectors > 0 ? (vectors + per_block - 1) / per_block : 1);
+}
 inline constexpr const char* kStreamSource = R"(
 extern "C" __global__ void stream(const uint4* __restrict__ in, uint4* __restrict__ out, long long n_read,
                                   long long n_write) {

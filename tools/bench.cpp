@@ -83,8 +83,10 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
   for (const Shape& s : parse_shapes(cl.value("shapes", kDefaultShapes))) {
     for (Quant q : parse_quants(cl.value("quant", "none,fp8"))) {
       const std::size_t n = std::size_t(s.tokens) * s.hidden;
-      const std::size_t out_bytes = output_bytes(q, std::size_t(s.tokens), std::size_t(s.hidden));
-      const std::size_t call_bytes = n * 2 * 3 + out_bytes + std::size_t(s.hidden) * 2;
+      // Read: input, residual, weight; written: residual_out, out (+ scales).
+      const std::size_t read_bytes = n * 2 * 2 + std::size_t(s.hidden) * 2,
+                        write_bytes = n * 2 + output_bytes(q, std::size_t(s.tokens), std::size_t(s.hidden));
+      const std::size_t call_bytes = read_bytes + write_bytes;
       const int k = rotation(call_bytes);
       const Bits16 in = random_bits(rng, n), res = random_bits(rng, n),
                    w = random_bits(rng, std::size_t(s.hidden), 0.5f);
@@ -130,11 +132,10 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
           ctx.spec(jit::Module::rmsnorm_quant, s.hidden, DType::bf16, q, jit::Norm::rms, 1, 1, kBenchGroupSize)));
       rows.push_back(row);
       if (cl.has("copy-rows")) {
-        const std::size_t half = (call_bytes / 2 + 15) / 16 * 16;
+        auto vectors = [](std::size_t bytes) { return (bytes + 15) / 16 * 16; };  // what the kernels move
+        const std::size_t half = vectors(call_bytes / 2), reads = vectors(read_bytes), writes = vectors(write_bytes);
         Row copy{"copy, same bytes", 1, s, out_name(q), time_copy(ctx.device(), half, k, replays, runs),
                  double(2 * half)};
-        const std::size_t reads = (n * 2 * 2 + std::size_t(s.hidden) * 2 + 15) / 16 * 16,
-                          writes = (call_bytes - n * 2 * 2 - std::size_t(s.hidden) * 2 + 15) / 16 * 16;
         Row split{"stream, same reads and writes",
                   1,
                   s,

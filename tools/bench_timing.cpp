@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -121,59 +122,49 @@ std::vector<CopyMeasurement> copy_bandwidths(const Device& device, int runs) {
 
 namespace {
 
-Timing time_stream(const Device& device, const Kernel& kernel, std::size_t read_bytes, std::size_t write_bytes,
-                   int rotation, int replays, int runs) {
+// Per call one launch over buffer pair c % rotation (`from_bytes` read from, `to_bytes`
+// written), in the same graphs as every row: the floor rows' timing.
+using RotatingLaunch = std::function<void(const void* from, void* to, const Stream& stream)>;
+Timing time_over_rotating_buffers(const Device& device, std::size_t from_bytes, std::size_t to_bytes, int rotation,
+                                  int replays, int runs, const RotatingLaunch& launch) {
   std::vector<DeviceBuffer> from, to;
   for (int i = 0; i < rotation; ++i) {
-    from.emplace_back(device, std::max<std::size_t>(read_bytes, 16)),
-        to.emplace_back(device, std::max<std::size_t>(write_bytes, 16));
+    from.emplace_back(device, from_bytes), to.emplace_back(device, to_bytes);
     from.back().fill(1);
   }
   Stream stream(device);
   std::vector<Stream*> streams{&stream};
-  long long n_read = (long long)(read_bytes / 16), n_write = (long long)(write_bytes / 16);
-  const long long n = std::max(n_read, n_write), span = 128 * 2;
-  const unsigned grid = unsigned(std::max(1LL, (n + span - 1) / span));
   return time_graphs(
       device, streams,
-      [&](int, int c) {
-        const void* in = from[size_t(c % rotation)].get();
-        void* out = to[size_t(c % rotation)].get();
-        void* params[] = {&in, &out, &n_read, &n_write};
-        kernel.launch(grid, stream, params);
-      },
-      replays, runs);
+      [&](int, int c) { launch(from[size_t(c % rotation)].get(), to[size_t(c % rotation)].get(), stream); }, replays,
+      runs);
 }
 
 }  // namespace
 
 Timing time_copy(const Device& device, std::size_t bytes, int rotation, int replays, int runs) {
   const testing::CopyVariant v = testing::kCopyVariants[3];  // the best of copy_bandwidths on the H200
-  Kernel kernel = compile_bench_kernel(device, "copy", testing::copy_kernel_source(v), v.threads);
-  std::vector<DeviceBuffer> from, to;
-  for (int i = 0; i < rotation; ++i) {
-    from.emplace_back(device, bytes), to.emplace_back(device, bytes);
-    from.back().fill(1);
-  }
-  Stream stream(device);
-  std::vector<Stream*> streams{&stream};
+  const Kernel kernel = compile_bench_kernel(device, "copy", testing::copy_kernel_source(v), v.threads);
   long long n = (long long)(bytes / 16);
   const unsigned grid = unsigned((n + v.threads * v.unroll - 1) / (v.threads * v.unroll));
-  return time_graphs(
-      device, streams,
-      [&](int, int c) {
-        const void* in = from[size_t(c % rotation)].get();
-        void* out = to[size_t(c % rotation)].get();
-        void* params[] = {&in, &out, &n};
-        kernel.launch(grid, stream, params);
-      },
-      replays, runs);
+  return time_over_rotating_buffers(device, bytes, bytes, rotation, replays, runs,
+                                    [&](const void* in, void* out, const Stream& stream) {
+                                      void* params[] = {&in, &out, &n};
+                                      kernel.launch(grid, stream, params);
+                                    });
 }
 
 Timing time_reads_and_writes(const Device& device, std::size_t read_bytes, std::size_t write_bytes, int rotation,
                              int replays, int runs) {
-  const Kernel kernel = compile_bench_kernel(device, "stream", testing::kStreamSource, 128);
-  return time_stream(device, kernel, read_bytes, write_bytes, rotation, replays, runs);
+  const Kernel kernel = compile_bench_kernel(device, "stream", testing::kStreamSource, testing::kStreamThreads);
+  long long n_read = (long long)(read_bytes / 16), n_write = (long long)(write_bytes / 16);
+  const unsigned grid = testing::stream_blocks(std::max(n_read, n_write));
+  return time_over_rotating_buffers(device, std::max<std::size_t>(read_bytes, 16),
+                                    std::max<std::size_t>(write_bytes, 16), rotation, replays, runs,
+                                    [&](const void* in, void* out, const Stream& stream) {
+                                      void* params[] = {&in, &out, &n_read, &n_write};
+                                      kernel.launch(grid, stream, params);
+                                    });
 }
 
 CopyMeasurement best_copy(const std::vector<CopyMeasurement>& measured) {
