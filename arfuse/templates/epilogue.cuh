@@ -250,13 +250,16 @@ struct StagedWeight {
 // no block barrier, only the thread's own wait.
 template <typename T, int H, int THREADS, int VPT>
 __device__ __forceinline__ StagedWeight stage_weight(const T* weight, Vec16 (&staged)[THREADS * VPT]) {
-  if constexpr (!kAsyncCopy) return StagedWeight{reinterpret_cast<const Vec16*>(weight)};
+  if constexpr (kAsyncCopy) {
 #pragma unroll
-  for (int k = 0; k < VPT; ++k) {
-    const int vec = threadIdx.x + k * THREADS;
-    if (owns_vector<H, THREADS>(k)) copy_async16(&staged[vec], weight + vec * 8);
+    for (int k = 0; k < VPT; ++k) {
+      const int vec = threadIdx.x + k * THREADS;
+      if (owns_vector<H, THREADS>(k)) copy_async16(&staged[vec], weight + vec * 8);
+    }
+    return StagedWeight{staged};
+  } else {
+    return StagedWeight{reinterpret_cast<const Vec16*>(weight)};
   }
-  return StagedWeight{staged};
 }
 
 // ar = T(fold) (step 1, done by the caller) and the row's residual_in, packed.

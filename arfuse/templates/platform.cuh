@@ -158,7 +158,8 @@ __device__ __forceinline__ void store8(void* address, const Vec8& v) { *static_c
 
 // A 16-byte copy from global to shared memory that holds no register while in flight
 // (cp.async, NVIDIA sm_80+), completed by wait_async_copies in the same thread. Where there is
-// none (kAsyncCopy false) an ordinary load and store, which the kernels do not use instead.
+// none (kAsyncCopy false) it is an ordinary load and store, defined so that every target
+// compiles the callers; the kernels test kAsyncCopy and do not call it there.
 #if defined(ARFUSE_VENDOR_NVIDIA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 inline constexpr bool kAsyncCopy = true;
 #else
