@@ -8,7 +8,7 @@
 #include "arfuse/jit/spec_set.hpp"
 
 #include "bench_kernels.hpp"
-#include "pdl_producer.hpp"
+#include "helper_kernels.hpp"
 #include "support.hpp"
 
 using namespace arfuse;
@@ -108,13 +108,7 @@ TEST_CASE("NVRTC compiles the fused kernels' block-scaled modes for sm_90", "[cp
 TEST_CASE("NVRTC compiles the bench's own kernels for sm_90 (copies, the floor's stream, the PDL producer)",
           "[cpu][nvrtc]") {
   auto compile = [](const std::string& name, const std::string& text) {
-    Source src;
-    src.spec = KernelSpec::parse("token_quant/h8/bf16/sm_90");  // names the target; the text is the bench's
-    src.program_name = name + ".cu";
-    src.text = text;
-    src.name_expression = name;
-    src.options = {"--gpu-architecture=sm_90"};
-    return nvrtc_compiler()->compile(src);
+    return nvrtc_compiler()->compile(testing::helper_kernel_source(Target::parse("sm_90"), name, text));
   };
   for (const auto& v : testing::kCopyVariants) {
     CAPTURE(v.unroll, v.streaming, v.persistent, v.threads);

@@ -9,7 +9,7 @@
 #include "arfuse/reference/numerics.hpp"
 #include "arfuse/runtime/epilogue.hpp"
 
-#include "producer.hpp"
+#include "helper_kernels.hpp"
 #include "support.hpp"
 
 using namespace arfuse;
@@ -75,8 +75,8 @@ void check_rmsnorm_quant(Context& ctx, const EpilogueCase& c) {
   std::unique_ptr<Kernel> producer;  // loaded until the stream is synchronised
   if (c.pdl) {
     d_source.upload(ar), d_in.fill(kPoison);
-    producer = std::make_unique<Kernel>(test::compile_producer(ctx.device()));
-    test::launch_producer(*producer, d_source.get(), d_in.get(), n * 2, stream);
+    producer = std::make_unique<Kernel>(testing::load_producer(ctx.device()));
+    testing::launch_producer(*producer, d_source.get(), d_in.get(), n * 2, stream);
   } else {
     d_in.upload(ar);
   }
@@ -254,7 +254,7 @@ TEST_CASE("a graph of producer, programmatic rmsnorm_quant and group_quant repla
       d_scales(ctx.device(), groups * 4), d_mirror(ctx.device(), n * 2), d_q2(ctx.device(), n),
       d_s2(ctx.device(), groups * 4);
   d_res.upload(residual), d_weight.upload(weight);
-  const Kernel producer = test::compile_producer(ctx.device());
+  const Kernel producer = testing::load_producer(ctx.device());
   RmsnormQuantArgs args;
   args.input = d_in.get(), args.residual_in = d_res.get(), args.residual_out = d_res_out.get();
   args.weight = d_weight.get(), args.out = d_out.get(), args.scales = d_scales.get(), args.mirror = d_mirror.get();
@@ -267,7 +267,7 @@ TEST_CASE("a graph of producer, programmatic rmsnorm_quant and group_quant repla
   ctx.kernel(ctx.spec(Module::rmsnorm_quant, hidden, DType::bf16, Quant::fp8_group_mirror, Norm::rms, 1, 1, group));
   ctx.kernel(ctx.spec(Module::group_quant, hidden, DType::bf16, Quant::fp8_group, Norm::rms, 1, 1, group));
   Graph graph(stream, [&] {
-    test::launch_producer(producer, d_source.get(), d_in.get(), n * 2, stream);
+    testing::launch_producer(producer, d_source.get(), d_in.get(), n * 2, stream);
     rmsnorm_quant(ctx, args, stream);
     group_quant(ctx, gq, stream);
   });

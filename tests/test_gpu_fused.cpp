@@ -12,7 +12,7 @@
 #include "arfuse/runtime/epilogue.hpp"
 #include "arfuse/runtime/group.hpp"
 
-#include "producer.hpp"
+#include "helper_kernels.hpp"
 #include "support.hpp"
 
 using namespace arfuse;
@@ -247,7 +247,7 @@ TEST_CASE("fused all-reduce launched programmatically waits for the kernel that 
   CAPTURE(world, stage);
   const auto expected = prepare(g, c, rng);
   const size_t n = size_t(c.tokens) * c.hidden;
-  const Kernel producer = test::compile_producer(g.group->rank(0).device());
+  const Kernel producer = testing::load_producer(g.group->rank(0).device());
   std::vector<DeviceBuffer> sources;
   for (int r = 0; r < world; ++r) {
     sources.emplace_back(g.group->rank(0).device(), n * 2);
@@ -255,7 +255,7 @@ TEST_CASE("fused all-reduce launched programmatically waits for the kernel that 
   }
   auto call = [&](int r) {
     auto& b = g.ranks[size_t(r)];
-    test::launch_producer(producer, sources[size_t(r)].get(), b.input.get(), n * 2, *b.stream);
+    testing::launch_producer(producer, sources[size_t(r)].get(), b.input.get(), n * 2, *b.stream);
     AllreduceRmsnormArgs a = g.args(r, c);
     a.pdl = true;
     g.group->rank(r).allreduce_rmsnorm(a, *b.stream);

@@ -20,6 +20,7 @@
 #include "bench_modes.hpp"
 #include "bench_report.hpp"
 #include "cli.hpp"
+#include "helper_kernels.hpp"
 #include "hip_over_cuda.hpp"
 
 namespace arfuse::tools {
@@ -148,7 +149,7 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       // Each call: the producer writes the input, then rmsnorm_quant reads it, launched plainly
       // or with programmatic dependency; the two interleaved. The inputs start poisoned, so the
       // first call on each set reads only what its producer wrote.
-      const Kernel producer = compile_producer(ctx.device());
+      const Kernel producer = testing::load_producer(ctx.device());
       DeviceBuffer source(ctx.device(), n * 2);
       source.upload(in);
       for (auto& set : sets) set.in.fill(0xff);
@@ -156,7 +157,7 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
         return [&, pdl](int, int c) {
           RmsnormQuantArgs a = args_for(c);
           a.pdl = pdl;
-          launch_producer(producer, source.get(), const_cast<void*>(a.input), n * 2, stream);
+          testing::launch_producer(producer, source.get(), const_cast<void*>(a.input), n * 2, stream);
           rmsnorm_quant(ctx, a, stream);
         };
       };

@@ -8,10 +8,8 @@
 #include <string>
 #include <utility>
 
-#include "arfuse/jit/compiler.hpp"
-
 #include "bench_kernels.hpp"
-#include "pdl_producer.hpp"
+#include "helper_kernels.hpp"
 
 namespace arfuse::tools {
 namespace {
@@ -69,19 +67,6 @@ std::vector<Timing> time_interleaved(const Device& device, const std::vector<Str
   return out;
 }
 
-// A helper kernel of the bench itself (not an arfuse module), compiled with NVRTC; the Kernel
-// keeps its module loaded.
-Kernel compile_bench_kernel(const Device& device, const std::string& name, const std::string& text, int threads) {
-  jit::Source src;
-  src.spec = jit::KernelSpec::parse("token_quant/h8/bf16/" + device.target().name());
-  src.program_name = name + ".cu";
-  src.text = text;
-  src.name_expression = name;
-  src.options = {"--gpu-architecture=" + device.target().name()};
-  auto code = jit::nvrtc_compiler()->compile(src);
-  return LoadedModule::load(device, code.payload)->kernel(code.lowered_name, threads);
-}
-
 namespace {
 
 std::string describe(const testing::CopyVariant& v) {
@@ -104,7 +89,7 @@ std::vector<CopyMeasurement> copy_bandwidths(const Device& device, int runs) {
   // On the H200 persistent grids reached 3.91-3.99 TB/s, one-shot grids 4.10-4.27 (best: 128
   // threads x 2 vectors; PyTorch's elementwise copy 4.28); the spread around the best is kept.
   for (const auto& v : testing::kCopyVariants) {
-    Kernel kernel = compile_bench_kernel(device, "copy", testing::copy_kernel_source(v), v.threads);
+    Kernel kernel = testing::load_helper_kernel(device, "copy", testing::copy_kernel_source(v), v.threads);
     void* params[] = {&in, &out, &n};
     const long long span = (long long)v.threads * v.unroll;
     const unsigned grid =
@@ -144,7 +129,7 @@ Timing time_over_rotating_buffers(const Device& device, std::size_t from_bytes, 
 
 Timing time_copy(const Device& device, std::size_t bytes, int rotation, int replays, int runs) {
   const testing::CopyVariant v = testing::kCopyVariants[3];  // the best of copy_bandwidths on the H200
-  const Kernel kernel = compile_bench_kernel(device, "copy", testing::copy_kernel_source(v), v.threads);
+  const Kernel kernel = testing::load_helper_kernel(device, "copy", testing::copy_kernel_source(v), v.threads);
   long long n = (long long)(bytes / 16);
   const unsigned grid = unsigned((n + v.threads * v.unroll - 1) / (v.threads * v.unroll));
   return time_over_rotating_buffers(device, bytes, bytes, rotation, replays, runs,
@@ -156,7 +141,7 @@ Timing time_copy(const Device& device, std::size_t bytes, int rotation, int repl
 
 Timing time_reads_and_writes(const Device& device, std::size_t read_bytes, std::size_t write_bytes, int rotation,
                              int replays, int runs) {
-  const Kernel kernel = compile_bench_kernel(device, "stream", testing::kStreamSource, testing::kStreamThreads);
+  const Kernel kernel = testing::load_helper_kernel(device, "stream", testing::kStreamSource, testing::kStreamThreads);
   long long n_read = (long long)(read_bytes / 16), n_write = (long long)(write_bytes / 16);
   const unsigned grid = testing::stream_blocks(std::max(n_read, n_write));
   return time_over_rotating_buffers(device, std::max<std::size_t>(read_bytes, 16),
@@ -172,18 +157,8 @@ CopyMeasurement best_copy(const std::vector<CopyMeasurement>& measured) {
                            [](const auto& x, const auto& y) { return x.bytes_per_s < y.bytes_per_s; });
 }
 
-Kernel compile_producer(const Device& device) {
-  return compile_bench_kernel(device, testing::kProducerName, testing::kProducerSource, testing::kProducerThreads);
-}
-
-void launch_producer(const Kernel& producer, const void* from, void* to, std::size_t bytes, const Stream& stream) {
-  long long n = (long long)(bytes / 16);
-  void* params[] = {&from, &to, &n};
-  producer.launch(testing::producer_blocks(bytes), stream, params);
-}
-
 double empty_launch_us(const Device& device, int runs) {
-  Kernel empty = compile_bench_kernel(device, "empty", R"(extern "C" __global__ void empty() {})");
+  Kernel empty = testing::load_helper_kernel(device, "empty", R"(extern "C" __global__ void empty() {})");
   Stream stream(device);
   std::vector<Stream*> streams{&stream};
   const unsigned grid = unsigned(device.multiprocessors());

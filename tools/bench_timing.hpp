@@ -48,18 +48,12 @@ CopyMeasurement best_copy(const std::vector<CopyMeasurement>& measured);
 // that many bytes can reach at that size (the launch and the ramp at each end included, which
 // the 1 GiB ceiling spreads over 250 µs).
 Timing time_copy(const Device& device, std::size_t bytes, int rotation, int replays, int runs);
-// The same kernel reading `read_bytes` and writing `write_bytes` (each a multiple of 16 is
-// used): the floor of a kernel with that mix of reads and writes, which a half-and-half copy is
-// not for an epilogue that reads 4 bytes an element and writes 2.5-4.
+// A streaming kernel of the same block shape (testing/bench_kernels.hpp) reading `read_bytes`
+// and writing `write_bytes` (each a multiple of 16 is used): the floor of a kernel with that mix
+// of reads and writes, which a half-and-half copy is not for an epilogue that reads 4 bytes an
+// element and writes 2.5-4.
 Timing time_reads_and_writes(const Device& device, std::size_t read_bytes, std::size_t write_bytes, int rotation,
                              int replays, int runs);
-
-// A kernel of the bench itself (not an arfuse module), compiled with NVRTC for `device`.
-Kernel compile_bench_kernel(const Device& device, const std::string& name, const std::string& text, int threads = 512);
-
-// The producer of the PDL rows (testing/pdl_producer.hpp). `bytes` a multiple of 16.
-Kernel compile_producer(const Device& device);
-void launch_producer(const Kernel& producer, const void* from, void* to, std::size_t bytes, const Stream& stream);
 
 // Microseconds per call of an empty kernel (one block of 512 threads per SM) in the same
 // graphs of 16 calls: what a call costs before it moves a byte.
