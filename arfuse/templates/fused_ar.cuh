@@ -191,8 +191,12 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
   StagedWeight weight{staged_weight};
   if constexpr (EPILOGUE) weight = stage_weight<T, H, THREADS, VPT>(static_cast<const T*>(a.weight), staged_weight);
 
-  if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierEntry, call, call != 0, error_at_start,
-                            failed)) {
+  const bool entered = cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierEntry, call, call != 0,
+                                             error_at_start, failed);
+  // No path leaves the kernel with the weight's copy in flight (a failed barrier returns early);
+  // it had the whole barrier to land, so this costs nothing on the way in.
+  weight.wait();
+  if (entered) {
     let_next_kernel_start();  // every rank's blocks are resident now
     if (STAGE == 1) {
       reduce_rows<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, W, EPILOGUE>(a, weight, scratch);
