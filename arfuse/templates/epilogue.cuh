@@ -154,8 +154,15 @@ __device__ __forceinline__ void quantize_groups(const Vec16 (&y)[VPT], u8* out, 
     if constexpr (SCALE == kScaleF32) {
       const Fp8Divisor divisor = fp8_divisor(amax, kFp8Max);  // |y| <= amax: fp8_divide's premise
       scale = divisor.scale;
+      // One choice per group, as quantize_row makes it per row: a select per element would
+      // compute both paths.
+      if (divisor.short_path) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = fp8_divide(v[j], divisor);
+        for (int j = 0; j < 8; ++j) v[j] = fp8_divide_short(v[j], divisor);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = fp8_divide_general(v[j], divisor);
+      }
     } else {
       scale = ue8m0_round_up(amax > 0.0f ? amax / kFp8Max : 1.0f);
       const float inverse = 1.0f / scale;  // a power of two: y * inverse is IEEE's y / scale

@@ -8,6 +8,9 @@
 
 namespace arfuse {
 
+ARFUSE_HOST_DEVICE inline unsigned max_unsigned(unsigned a, unsigned b) { return a > b ? a : b; }
+ARFUSE_HOST_DEVICE inline unsigned min_unsigned(unsigned a, unsigned b) { return a < b ? a : b; }
+
 // x != 0.
 ARFUSE_HOST_DEVICE inline int leading_zeros(unsigned x) {
 #if defined(ARFUSE_VENDOR_NVIDIA) && (defined(__CUDA_ARCH__) || defined(__CUDACC_RTC__))
@@ -49,21 +52,18 @@ ARFUSE_HOST_DEVICE inline int mx_exponent(float amax) {
 }
 
 // E2M1 code of a finite v: round to nearest, ties to the even code, saturating at 6, sign kept
-// (also for zero). Below 2 the values are the halves 0..1.5: 2|v| rounded to an integer by the
-// one fp32 addition of 2^23 (spacing 1 there; the FPU's own ties-to-even), read off the low
-// bits. From 2 up E2M1 is a float with one mantissa bit: |v|'s bits rounded to that bit with
-// ties to even (add 2^21 - 1 plus the kept bit's parity), then exponent and bit are the code
-// (2 -> 4 ... 6 -> 7), saturating at 7. No chain of comparisons: a few integer operations.
+// (also for zero). Within each binade of |v| the codes are evenly spaced, so the code is
+// rne(|v| * s + o) with (s, o) = (2, 0) below 2, (1, 2) in [2, 4), (1/2, 4) in [4, 8) and so on
+// (codes from 8 up saturate to 7). One fused multiply-add with 2^23 + o rounds that to an
+// integer (its one rounding is the FPU's ties-to-even, and |v| * s is exact inside it) and leaves
+// the code in the low bits; s and o are read off |v|'s exponent. No branch, no comparison chain.
 ARFUSE_HOST_DEVICE inline unsigned e2m1_code(float v) {
   const unsigned bits = float_to_bits(v), magnitude_bits = bits & 0x7fffffffu;
-  const float a = bits_to_float(magnitude_bits);
-  unsigned magnitude;
-  if (a < 2.0f) {
-    magnitude = float_to_bits(a * 2.0f + 0x1p23f) & 0x7u;  // a * 2 is exact, so a fused multiply-add rounds alike
-  } else {
-    const unsigned rounded = (magnitude_bits + 0x1fffffu + ((magnitude_bits >> 22) & 1u)) >> 22;
-    magnitude = rounded - 252u < 7u ? rounded - 252u : 7u;  // exponent 128 (2.0) -> 4
-  }
+  const unsigned binade = max_unsigned(magnitude_bits >> 23, 127u);            // 127 for |v| < 2
+  const float step = bits_to_float(0x7f800000u - (binade << 23));             // 2^(128 - binade)
+  const float offset = bits_to_float(0x4b000000u + 2u * (binade - 127u));      // 2^23 + o
+  const unsigned rounded = float_to_bits(fmaf(bits_to_float(magnitude_bits), step, offset));
+  const unsigned magnitude = min_unsigned(rounded - 0x4b000000u, 7u);
   return ((bits >> 28) & 0x8u) | magnitude;
 }
 
