@@ -59,9 +59,9 @@ ARFUSE_HOST_DEVICE inline int mx_exponent(float amax) {
 // the code in the low bits; s and o are read off |v|'s exponent. No branch, no comparison chain.
 ARFUSE_HOST_DEVICE inline unsigned e2m1_code(float v) {
   const unsigned bits = float_to_bits(v), magnitude_bits = bits & 0x7fffffffu;
-  const unsigned binade = max_unsigned(magnitude_bits >> 23, 127u);            // 127 for |v| < 2
-  const float step = bits_to_float(0x7f800000u - (binade << 23));             // 2^(128 - binade)
-  const float offset = bits_to_float(0x4b000000u + 2u * (binade - 127u));      // 2^23 + o
+  const unsigned binade = max_unsigned(magnitude_bits >> 23, 127u);        // 127 for |v| < 2
+  const float step = bits_to_float(0x7f800000u - (binade << 23));          // 2^(128 - binade)
+  const float offset = bits_to_float(0x4b000000u + 2u * (binade - 127u));  // 2^23 + o
   const unsigned rounded = float_to_bits(fmaf(bits_to_float(magnitude_bits), step, offset));
   const unsigned magnitude = min_unsigned(rounded - 0x4b000000u, 7u);
   return ((bits >> 28) & 0x8u) | magnitude;
