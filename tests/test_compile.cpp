@@ -17,7 +17,7 @@ using Catch::Contains;
 
 TEST_CASE("render: self-contained program, name expression, options", "[cpu][jit]") {
   const Source src = render(KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8/gemma/sm_90"));
-  CHECK(src.name_expression == "arfuse::rmsnorm_quant_kernel<arfuse::bf16_t, 6144, 384, 2, 1, 1, 0, 0>");
+  CHECK(src.name_expression == "arfuse::rmsnorm_quant_kernel<arfuse::bf16_t, 6144, 384, 2, 1, 1, 0, 0, 4>");
   CHECK(src.text.find("#include") == std::string::npos);
   REQUIRE(src.templates.size() == 7);
   CHECK(src.templates[0].name == "rmsnorm_quant.cuh");
@@ -43,7 +43,7 @@ TEST_CASE("launch bounds: a minimum of resident blocks only where it was measure
     const KernelSpec s = KernelSpec::parse(text);
     const Source src = render(s);
     const int blocks = min_resident_blocks(s, src.block);
-    if (s.module == Module::fused_ar || s.module == Module::allreduce) {
+    if (s.module == Module::fused_ar || s.module == Module::allreduce || s.module == Module::rmsnorm_quant) {
       // The instantiation carries it, so a change of rule is a change of cache key.
       CHECK_THAT(src.name_expression, Catch::EndsWith(", " + std::to_string(blocks) + ">"));
     }
@@ -52,11 +52,14 @@ TEST_CASE("launch bounds: a minimum of resident blocks only where it was measure
   CHECK(min_blocks("fused_ar/h8192/bf16/fp8/rms/w4/s1/sm_90") == 2);
   CHECK(min_blocks("fused_ar/h7688/f16/none/gemma/w2/s1/sm_80") == 2);
   CHECK(min_blocks("fused_ar/h6144/bf16/none/rms/w4/s1/sm_90") == 3);
+  CHECK(min_blocks("rmsnorm_quant/h6144/bf16/fp8/rms/sm_90") == 4);
+  CHECK(min_blocks("rmsnorm_quant/h6144/f16/mxfp4_mirror/gemma/sm_90") == 4);
   for (const char* none : {"fused_ar/h8192/bf16/fp8/rms/w4/s2/sm_90", "fused_ar/h8192/f16/fp8_mirror/gemma/w8/s1/sm_90",
                            "fused_ar/h6144/f16/fp8_mirror/gemma/w8/s1/sm_90", "fused_ar/h7680/bf16/fp8/rms/w4/s1/sm_90",
                            "fused_ar/h4096/bf16/fp8/rms/w4/s1/sm_90", "fused_ar/h16384/bf16/fp8/rms/w2/s1/sm_90",
                            "fused_ar/h8192/bf16/fp8/rms/w4/s1/gfx942", "allreduce/h8192/bf16/w4/s1/sm_90",
-                           "rmsnorm_quant/h8192/bf16/fp8/rms/sm_90"}) {
+                           "rmsnorm_quant/h8192/bf16/fp8/rms/sm_90", "rmsnorm_quant/h6144/bf16/none/rms/sm_90",
+                           "rmsnorm_quant/h6144/bf16/fp8/rms/gfx942", "rmsnorm_quant/h2880/bf16/fp8/rms/sm_90"}) {
     CAPTURE(none);
     CHECK(min_blocks(none) == 0);
   }

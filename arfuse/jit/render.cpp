@@ -15,8 +15,9 @@ std::string name_expression(const KernelSpec& s, const BlockShape& b) {
   const char* t = device_type(s.dtype);
   switch (s.module) {
     case Module::rmsnorm_quant:
-      return fmt::format("arfuse::rmsnorm_quant_kernel<{}, {}, {}, {}, {}, {}, {}, {}>", t, s.hidden, b.threads,
-                         b.vectors_per_thread, int(s.quant), int(s.norm), s.group, int(s.scale));
+      return fmt::format("arfuse::rmsnorm_quant_kernel<{}, {}, {}, {}, {}, {}, {}, {}, {}>", t, s.hidden, b.threads,
+                         b.vectors_per_thread, int(s.quant), int(s.norm), s.group, int(s.scale),
+                         min_resident_blocks(s, b));
     case Module::token_quant:
       return fmt::format("arfuse::token_quant_kernel<{}, {}, {}, {}>", t, s.hidden, b.threads, b.vectors_per_thread);
     case Module::group_quant:

@@ -11,7 +11,23 @@ unsigned grid_blocks(int rows, int blocks_per_multiprocessor, int multiprocessor
   return unsigned(std::max(1, std::min({rows, cap, kMaxBlocks})));
 }
 
+namespace {
+
+// The quantising epilogue at 384 threads x 2 vectors (h6144): NVRTC 12 gives per-token FP8
+// 53 registers there (3 blocks per SM); compiled for 4 blocks (40 registers, no spill) it was
+// 2-7 % faster on the H200 (512x6144 FP8 8.48 -> 7.88 µs, 2517x6144 28.94 -> 28.35;
+// fp8_group and MXFP4, already at 40 registers, 0.5 %). 5 blocks (32 registers) spilled and
+// lost 3-10 %; at 512 threads (h8192) the cap of 4 blocks lost 3-4 % (docs/performance-notes.md
+// section 17). The unquantised epilogue was not measured with it, so it keeps no minimum.
+int rmsnorm_quant_min_blocks(const KernelSpec& spec, const BlockShape& block) {
+  if (spec.target.vendor() != Vendor::nvidia || spec.quant == Quant::none) return 0;
+  return block.threads == 384 && block.vectors_per_thread == 2 ? 4 : 0;
+}
+
+}  // namespace
+
 int min_resident_blocks(const KernelSpec& spec, const BlockShape& block) {
+  if (spec.module == Module::rmsnorm_quant) return rmsnorm_quant_min_blocks(spec, block);
   // Told the blocks per SM it already gets (2 of 512, 3 of 384 threads), ptxas uses the
   // registers that allows and schedules differently: fused W = 4 [2048, 8192] FP8 201.7 ->
   // 156.8 µs, [2517, 6144] BF16 176.3 -> 141.6 µs (same occupancy, so the schedule is the

@@ -167,7 +167,7 @@ __device__ __forceinline__ void reduce_rows(const FusedArgs& a, StagedWeight wei
 }
 
 // MIN_BLOCKS: 0, or the resident blocks per multiprocessor the kernel is compiled for, which
-// caps its registers (jit/launch_bounds.hpp).
+// caps its registers (jit/tuning_policy.cpp).
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, int W, int STAGE,
           bool EPILOGUE, int MIN_BLOCKS>
 __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedArgs a) {

@@ -15,8 +15,10 @@ namespace arfuse {
 
 // scales: per-token FP8 [tokens] (scale_row_stride 1); group FP8 and MXFP4: the row's scales
 // start at scale_row_stride * row, its groups scale_group_stride apart (row- or column-major).
-template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE>
-__global__ void __launch_bounds__(THREADS)
+// MIN_BLOCKS: 0, or the resident blocks per multiprocessor the kernel is compiled for
+// (jit/tuning_policy.cpp).
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, int MIN_BLOCKS>
+__global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS)
     rmsnorm_quant_kernel(const T* in, const T* residual_in, T* residual_out, const T* weight, float eps, void* out,
                          void* scales, T* mirror, int tokens, int scale_row_stride, int scale_group_stride) {
   wait_for_previous_kernel();
