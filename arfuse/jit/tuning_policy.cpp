@@ -13,6 +13,20 @@ unsigned grid_blocks(int rows, int blocks_per_multiprocessor, int multiprocessor
 
 namespace {
 
+// The CUDA programming guide's "maximum resident threads per SM" of the generations arfuse
+// accepts (sm_70 and later).
+int nvidia_threads_per_multiprocessor(int generation) {
+  if (generation == 75) return 1024;
+  if (generation == 86 || generation == 87 || generation == 89) return 1536;
+  return 2048;
+}
+
+// Whether `blocks` blocks of this shape fit the threads of one multiprocessor; where they do not,
+// ptxas ignores the minimum with a warning.
+bool fits(const KernelSpec& spec, const BlockShape& block, int blocks) {
+  return blocks * block.threads <= nvidia_threads_per_multiprocessor(spec.target.generation());
+}
+
 // The quantising epilogue at 384 threads x 2 vectors (h6144): NVRTC 12 gives per-token FP8
 // 53 registers there (3 blocks per SM); compiled for 4 blocks (40 registers, no spill) it was
 // 2-7 % faster on the H200 (512x6144 FP8 8.48 -> 7.88 µs, 2517x6144 28.94 -> 28.35;
@@ -21,7 +35,8 @@ namespace {
 // section 17). The unquantised epilogue was not measured with it, so it keeps no minimum.
 int rmsnorm_quant_min_blocks(const KernelSpec& spec, const BlockShape& block) {
   if (spec.target.vendor() != Vendor::nvidia || spec.quant == Quant::none) return 0;
-  return block.threads == 384 && block.vectors_per_thread == 2 ? 4 : 0;
+  if (block.threads != 384 || block.vectors_per_thread != 2) return 0;
+  return fits(spec, block, 4) ? 4 : 0;
 }
 
 }  // namespace
@@ -37,7 +52,8 @@ int min_resident_blocks(const KernelSpec& spec, const BlockShape& block) {
   // sm_90: 4-84 bytes), so W = 8 keeps no minimum.
   const bool fused_one_stage = spec.module == Module::fused_ar && spec.stage == 1 && spec.world <= 4;
   if (spec.target.vendor() != Vendor::nvidia || !fused_one_stage || block.vectors_per_thread != 2) return 0;
-  return block.threads == 512 ? 2 : block.threads == 384 ? 3 : 0;
+  const int blocks = block.threads == 512 ? 2 : block.threads == 384 ? 3 : 0;
+  return fits(spec, block, blocks) ? blocks : 0;
 }
 
 }  // namespace arfuse::jit
