@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -81,6 +82,11 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
   const int runs = int(cl.integer("runs", 7, 1, 1000)), replays = int(cl.integer("replays", 20, 1, 10000));
   std::vector<Row> rows;
   std::mt19937 rng(12345);
+  // The helper kernels are compiled once for the run, not once per row.
+  std::optional<FloorKernels> floor_kernels;
+  if (cl.has("copy-rows")) floor_kernels = load_floor_kernels(ctx.device());
+  std::optional<Kernel> producer;
+  if (cl.has("pdl")) producer = testing::load_producer(ctx.device());
   for (const Shape& s : parse_shapes(cl.value("shapes", kDefaultShapes))) {
     for (Quant q : parse_quants(cl.value("quant", "none,fp8"))) {
       const std::size_t n = std::size_t(s.tokens) * s.hidden;
@@ -132,24 +138,23 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       row.resources = describe_resources(ctx.kernel(
           ctx.spec(jit::Module::rmsnorm_quant, s.hidden, DType::bf16, q, jit::Norm::rms, 1, 1, kBenchGroupSize)));
       rows.push_back(row);
-      if (cl.has("copy-rows")) {
+      if (floor_kernels) {
         auto vectors = [](std::size_t bytes) { return (bytes + 15) / 16 * 16; };  // what the kernels move
         const std::size_t half = vectors(call_bytes / 2), reads = vectors(read_bytes), writes = vectors(write_bytes);
-        Row copy{"copy, same bytes", 1, s, out_name(q), time_copy(ctx.device(), half, k, replays, runs),
+        Row copy{"copy, same bytes", 1, s, out_name(q), time_copy(ctx.device(), *floor_kernels, half, k, replays, runs),
                  double(2 * half)};
         Row split{"stream, same reads and writes",
                   1,
                   s,
                   out_name(q),
-                  time_reads_and_writes(ctx.device(), reads, writes, k, replays, runs),
+                  time_reads_and_writes(ctx.device(), *floor_kernels, reads, writes, k, replays, runs),
                   double(reads + writes)};
         for (Row* r : {&copy, &split}) r->measured_exactness = false, rows.push_back(*r);
       }
-      if (!cl.has("pdl")) continue;
+      if (!producer) continue;
       // Each call: the producer writes the input, then rmsnorm_quant reads it, launched plainly
       // or with programmatic dependency; the two interleaved. The inputs start poisoned, so the
       // first call on each set reads only what its producer wrote.
-      const Kernel producer = testing::load_producer(ctx.device());
       DeviceBuffer source(ctx.device(), n * 2);
       source.upload(in);
       for (auto& set : sets) set.in.fill(0xff);
@@ -157,7 +162,7 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
         return [&, pdl](int, int c) {
           RmsnormQuantArgs a = args_for(c);
           a.pdl = pdl;
-          testing::launch_producer(producer, source.get(), const_cast<void*>(a.input), n * 2, stream);
+          testing::launch_producer(*producer, source.get(), const_cast<void*>(a.input), n * 2, stream);
           rmsnorm_quant(ctx, a, stream);
         };
       };

@@ -127,28 +127,36 @@ Timing time_over_rotating_buffers(const Device& device, std::size_t from_bytes, 
 
 }  // namespace
 
-Timing time_copy(const Device& device, std::size_t bytes, int rotation, int replays, int runs) {
-  const testing::CopyVariant v = testing::kCopyVariants[3];  // the best of copy_bandwidths on the H200
-  const Kernel kernel = testing::load_helper_kernel(device, "copy", testing::copy_kernel_source(v), v.threads);
+namespace {
+const testing::CopyVariant kFloorCopy = testing::kCopyVariants[3];  // the best of copy_bandwidths on the H200
+}  // namespace
+
+FloorKernels load_floor_kernels(const Device& device) {
+  return {testing::load_helper_kernel(device, "copy", testing::copy_kernel_source(kFloorCopy), kFloorCopy.threads),
+          testing::load_helper_kernel(device, "stream", testing::kStreamSource, testing::kStreamThreads)};
+}
+
+Timing time_copy(const Device& device, const FloorKernels& kernels, std::size_t bytes, int rotation, int replays,
+                 int runs) {
   long long n = (long long)(bytes / 16);
-  const unsigned grid = unsigned((n + v.threads * v.unroll - 1) / (v.threads * v.unroll));
+  const long long span = (long long)kFloorCopy.threads * kFloorCopy.unroll;
+  const unsigned grid = unsigned((n + span - 1) / span);
   return time_over_rotating_buffers(device, bytes, bytes, rotation, replays, runs,
                                     [&](const void* in, void* out, const Stream& stream) {
                                       void* params[] = {&in, &out, &n};
-                                      kernel.launch(grid, stream, params);
+                                      kernels.copy.launch(grid, stream, params);
                                     });
 }
 
-Timing time_reads_and_writes(const Device& device, std::size_t read_bytes, std::size_t write_bytes, int rotation,
-                             int replays, int runs) {
-  const Kernel kernel = testing::load_helper_kernel(device, "stream", testing::kStreamSource, testing::kStreamThreads);
+Timing time_reads_and_writes(const Device& device, const FloorKernels& kernels, std::size_t read_bytes,
+                             std::size_t write_bytes, int rotation, int replays, int runs) {
   long long n_read = (long long)(read_bytes / 16), n_write = (long long)(write_bytes / 16);
   const unsigned grid = testing::stream_blocks(std::max(n_read, n_write));
   return time_over_rotating_buffers(device, std::max<std::size_t>(read_bytes, 16),
                                     std::max<std::size_t>(write_bytes, 16), rotation, replays, runs,
                                     [&](const void* in, void* out, const Stream& stream) {
                                       void* params[] = {&in, &out, &n_read, &n_write};
-                                      kernel.launch(grid, stream, params);
+                                      kernels.stream.launch(grid, stream, params);
                                     });
 }
 

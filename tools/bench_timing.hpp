@@ -43,17 +43,26 @@ std::vector<CopyMeasurement> copy_bandwidths(const Device& device, int runs);
 // The fastest of them: the ceiling every "% of ceiling" is against.
 CopyMeasurement best_copy(const std::vector<CopyMeasurement>& measured);
 
+// The floor rows' kernels (testing/bench_kernels.hpp), compiled and loaded once per bench run:
+// the best copy kernel on the H200 and the streaming kernel of the same block shape.
+struct FloorKernels {
+  Kernel copy;
+  Kernel stream;
+};
+FloorKernels load_floor_kernels(const Device& device);
+
 // Microseconds per call of the best copy kernel moving `bytes` (read) + `bytes` (written), in
 // the same graphs of 16 calls, through `rotation` buffer pairs: the floor a kernel that moves
 // that many bytes can reach at that size (the launch and the ramp at each end included, which
 // the 1 GiB ceiling spreads over 250 µs).
-Timing time_copy(const Device& device, std::size_t bytes, int rotation, int replays, int runs);
+Timing time_copy(const Device& device, const FloorKernels& kernels, std::size_t bytes, int rotation, int replays,
+                 int runs);
 // A streaming kernel of the same block shape (testing/bench_kernels.hpp) reading `read_bytes`
 // and writing `write_bytes` (each a multiple of 16 is used): the floor of a kernel with that mix
 // of reads and writes, which a half-and-half copy is not for an epilogue that reads 4 bytes an
 // element and writes 2.5-4.
-Timing time_reads_and_writes(const Device& device, std::size_t read_bytes, std::size_t write_bytes, int rotation,
-                             int replays, int runs);
+Timing time_reads_and_writes(const Device& device, const FloorKernels& kernels, std::size_t read_bytes,
+                             std::size_t write_bytes, int rotation, int replays, int runs);
 
 // Microseconds per call of an empty kernel (one block of 512 threads per SM) in the same
 // graphs of 16 calls: what a call costs before it moves a byte.
