@@ -24,15 +24,22 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// v >= 0 or a NaN with the sign bit clear (the amax partials): their bit patterns order as
+// unsigned integers do, a NaN above Inf, so the integer maximum is the NaN-keeping float maximum
+// (which NaN comes out does not matter, max_keep_nan's comment says why).
 __device__ __forceinline__ float warp_max(float v) {
+  if constexpr (kWarpReduxMax) {
+    return bits_to_float(warp_max_unsigned(float_to_bits(v)));
+  } else {
 #pragma unroll
-  for (int mask = kWarpSize / 2; mask > 0; mask >>= 1) v = max_keep_nan(v, shuffle_xor(v, mask));
-  return v;
+    for (int mask = kWarpSize / 2; mask > 0; mask >>= 1) v = max_keep_nan(v, shuffle_xor(v, mask));
+    return v;
+  }
 }
 
 // Cross-warp step: the first warp loads the per-warp partials (lanes without one load 0, the
-// identity for these nonnegative partials) and reduces them with shuffles. No thread folds
-// partials serially.
+// identity for these nonnegative partials) and reduces them with shuffles (the maximum with one
+// redux.sync where the hardware has it). No thread folds partials serially.
 template <int THREADS, bool IS_MAX>
 __device__ __forceinline__ float block_reduce(float v, float* partials) {
   constexpr int kWarps = THREADS / kWarpSize;

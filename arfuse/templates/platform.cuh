@@ -86,6 +86,20 @@ __device__ __forceinline__ float shuffle_xor(float v, int lane_mask) {
 #endif
 }
 
+// The largest of the warp's 32-bit patterns read as unsigned integers, in every lane: one
+// redux.sync where the hardware has it (NVIDIA sm_80+); kWarpReduxMax says whether it does.
+#if defined(ARFUSE_VENDOR_NVIDIA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+inline constexpr bool kWarpReduxMax = true;
+__device__ __forceinline__ u32 warp_max_unsigned(u32 v) {
+  u32 m;
+  asm("redux.sync.max.u32 %0, %1, 0xffffffff;" : "=r"(m) : "r"(v));
+  return m;
+}
+#else
+inline constexpr bool kWarpReduxMax = false;
+__device__ __forceinline__ u32 warp_max_unsigned(u32 v) { return v; }  // not called there
+#endif
+
 // ---- memory order -----------------------------------------------------------------------
 
 // Store with release semantics at system scope: every write this block made before the
@@ -94,7 +108,7 @@ __device__ __forceinline__ void store_release_system(u64* address, u64 value) {
 #if defined(ARFUSE_VENDOR_NVIDIA)
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
 #else
-  __atomic_store_n(address, value, __ATOMIC_RELEASE);  // HIP's default scope is system
+  __atomic_store_n(address, value, __ATOMIC_RELEASE);                  // HIP's default scope is system
 #endif
 }
 
