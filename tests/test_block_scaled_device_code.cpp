@@ -4,6 +4,7 @@
 // threshold, UE8M0 rounding and E8M0 bytes for every exponent, floor(log2) and MXFP4's shared
 // exponent for every exponent and subnormal. Host f32 arithmetic is IEEE like the GPU's, and
 // these steps use no other arithmetic, so this checks what the GPU computes.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -81,4 +82,58 @@ TEST_CASE("the kernels' floor(log2) and MXFP4 exponent equal the reference", "[c
   REQUIRE(ref::mx_shared_exponent(0.0f, e));
   CHECK(arfuse::mx_exponent(0.0f) == e);
   CHECK(arfuse::mx_exponent(std::numeric_limits<float>::max()) == 125);
+}
+
+namespace {
+
+// The bf16x2 and u16x2 operations of e2m1_pair_byte, on the host: each bf16 result is the exact
+// result rounded to nearest even (through double, then float, then bf16: where that double
+// rounding could differ from one rounding, below 2^-16, the code is 0 either way).
+struct HostBf16PairOps {
+  static double half(unsigned pair, int i) { return ref::bf16_to_float(std::uint16_t(pair >> (16 * i))); }
+  static unsigned join(double lo, double hi) {
+    return unsigned(ref::float_to_bf16(float(lo))) | unsigned(ref::float_to_bf16(float(hi))) << 16;
+  }
+  static unsigned mul(unsigned a, unsigned b) { return join(half(a, 0) * half(b, 0), half(a, 1) * half(b, 1)); }
+  static unsigned fma(unsigned a, unsigned b, unsigned c) {
+    return join(half(a, 0) * half(b, 0) + half(c, 0), half(a, 1) * half(b, 1) + half(c, 1));
+  }
+  static unsigned max(unsigned a, unsigned b) {
+    return std::max(a & 0xffffu, b & 0xffffu) | std::max(a >> 16, b >> 16) << 16;
+  }
+  static unsigned min(unsigned a, unsigned b) {
+    return std::min(a & 0xffffu, b & 0xffffu) | std::min(a >> 16, b >> 16) << 16;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the packed bf16 E2M1 encoder's arithmetic gives e2m1_code's codes", "[cpu][quant]") {
+  // Every bf16 element the kernel can pass for every shared exponent: |y| * 2^-e < 8, since
+  // e = floor(log2(amax)) - 2 and |y| <= amax (NaN and Inf blocks never reach the encoder).
+  long long pairs = 0;
+  for (int e = -127; e <= 125; ++e) {
+    const float scale = std::ldexp(1.0f, -e);
+    const unsigned multiplier = unsigned(127 - e) << 7;
+    auto in_range = [&](std::uint32_t b) {
+      const float y = ref::bf16_to_float(std::uint16_t(b));
+      return std::isfinite(y) && double(std::fabs(y)) * double(scale) < 8.0;
+    };
+    for (std::uint32_t lo = 0; lo < 0x10000; ++lo) {
+      if (!in_range(lo)) continue;
+      std::uint32_t hi = (lo * 7919u + 13u) & 0xffffu;
+      if (!in_range(hi)) hi = 0x8000u;  // -0
+      const float vlo = ref::bf16_to_float(std::uint16_t(lo)) * scale,
+                  vhi = ref::bf16_to_float(std::uint16_t(hi)) * scale;
+      const unsigned expected = arfuse::e2m1_code(vlo) | arfuse::e2m1_code(vhi) << 4;
+      const unsigned got = arfuse::e2m1_pair_byte<HostBf16PairOps>(lo | hi << 16, multiplier * 0x10001u);
+      ++pairs;
+      if (got != expected) {
+        FAIL("e = " << e << ", bf16 pair 0x" << std::hex << (lo | hi << 16) << ": byte 0x" << got
+                    << ", e2m1_code gives 0x" << expected);
+      }
+    }
+  }
+  CHECK(pairs > 8000000);  // every in-range bf16 value (both signs) at each of the 253 exponents
+  SUCCEED("every pair matched");
 }

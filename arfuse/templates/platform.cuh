@@ -100,6 +100,44 @@ inline constexpr bool kWarpReduxMax = false;
 __device__ __forceinline__ u32 warp_max_unsigned(u32 v) { return v; }  // not called there
 #endif
 
+// Arithmetic on bf16 pairs and unsigned 16-bit pairs in one instruction each (NVIDIA sm_90):
+// microscaling.cuh's e2m1_pair_byte runs on it; kBf16PairOps says whether the target has it.
+#if defined(ARFUSE_VENDOR_NVIDIA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+inline constexpr bool kBf16PairOps = true;
+#else
+inline constexpr bool kBf16PairOps = false;
+#endif
+struct Bf16PairOps {
+  __device__ static __forceinline__ u32 mul(u32 a, u32 b) {
+    u32 r = 0;
+#if defined(ARFUSE_VENDOR_NVIDIA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+#endif
+    return r;
+  }
+  __device__ static __forceinline__ u32 fma(u32 a, u32 b, u32 c) {
+    u32 r = 0;
+#if defined(ARFUSE_VENDOR_NVIDIA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+#endif
+    return r;
+  }
+  __device__ static __forceinline__ u32 max(u32 a, u32 b) {
+    u32 r = 0;
+#if defined(ARFUSE_VENDOR_NVIDIA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm("max.u16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+#endif
+    return r;
+  }
+  __device__ static __forceinline__ u32 min(u32 a, u32 b) {
+    u32 r = 0;
+#if defined(ARFUSE_VENDOR_NVIDIA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm("min.u16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+#endif
+    return r;
+  }
+};
+
 // ---- memory order -----------------------------------------------------------------------
 
 // Store with release semantics at system scope: every write this block made before the
