@@ -146,7 +146,7 @@ __device__ __forceinline__ void store_release_system(u64* address, u64 value) {
 #if defined(ARFUSE_VENDOR_NVIDIA)
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
 #else
-  __atomic_store_n(address, value, __ATOMIC_RELEASE);                  // HIP's default scope is system
+  __atomic_store_n(address, value, __ATOMIC_RELEASE);  // HIP's default scope is system
 #endif
 }
 
