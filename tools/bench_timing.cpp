@@ -125,10 +125,8 @@ Timing time_over_rotating_buffers(const Device& device, std::size_t from_bytes, 
       runs);
 }
 
-}  // namespace
-
-namespace {
 const testing::CopyVariant kFloorCopy = testing::kCopyVariants[3];  // the best of copy_bandwidths on the H200
+
 }  // namespace
 
 FloorKernels load_floor_kernels(const Device& device) {
