@@ -79,7 +79,22 @@ __device__ __forceinline__ void load_vectors(const T* row, Vec16 (&v)[VPT]) {
 // Rows are held packed in T between the steps (every intermediate the contract keeps is
 // T-rounded anyway): half the registers of floats, which doubles the blocks resident per SM.
 
-// q = fp8(y / scale) for this thread's vectors, the division on one of fp8_divide.cuh's paths.
+__device__ __forceinline__ Vec8 pack_fp8x8(const float (&v)[8]) {
+  Vec8 q;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) q.w[i] = fp8x2(v[4 * i], v[4 * i + 1]) | (fp8x2(v[4 * i + 2], v[4 * i + 3]) << 16);
+  return q;
+}
+
+// v / scale for 8 elements on one of fp8_divide.cuh's paths, chosen by the caller once per row
+// (per-token FP8) or per group: a select per element would compute both paths.
+template <bool SHORT_PATH>
+__device__ __forceinline__ void fp8_divide8(float (&v)[8], const Fp8Divisor& divisor) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) v[j] = SHORT_PATH ? fp8_divide_short(v[j], divisor) : fp8_divide_general(v[j], divisor);
+}
+
+// q = fp8(y / scale) for this thread's vectors.
 template <typename T, int H, int THREADS, int VPT, bool SHORT_PATH>
 __device__ __forceinline__ void quantize_vectors(const Vec16 (&y)[VPT], u8* out, const Fp8Divisor& divisor) {
 #pragma unroll
@@ -87,12 +102,8 @@ __device__ __forceinline__ void quantize_vectors(const Vec16 (&y)[VPT], u8* out,
     if (!owns_vector<H, THREADS>(k)) continue;
     float v[8];
     unpack8<T>(y[k], v);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = SHORT_PATH ? fp8_divide_short(v[j], divisor) : fp8_divide_general(v[j], divisor);
-    Vec8 q;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) q.w[i] = fp8x2(v[4 * i], v[4 * i + 1]) | (fp8x2(v[4 * i + 2], v[4 * i + 3]) << 16);
-    store8(out + (threadIdx.x + k * THREADS) * 8, q);
+    fp8_divide8<SHORT_PATH>(v, divisor);
+    store8(out + (threadIdx.x + k * THREADS) * 8, pack_fp8x8(v));
   }
 }
 
@@ -136,13 +147,6 @@ __device__ __forceinline__ float group_amax(const Vec16& v, bool owned) {
   return amax;
 }
 
-__device__ __forceinline__ Vec8 pack_fp8x8(const float (&v)[8]) {
-  Vec8 q;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) q.w[i] = fp8x2(v[4 * i], v[4 * i + 1]) | (fp8x2(v[4 * i + 2], v[4 * i + 3]) << 16);
-  return q;
-}
-
 // Step 7b: per-token-group FP8. scales: the row's first scale (float, or byte for E8M0);
 // group_stride: elements between the row's consecutive group scales (1 row-major, M column-major).
 template <typename T, int H, int THREADS, int VPT, int G, int SCALE>
@@ -161,14 +165,10 @@ __device__ __forceinline__ void quantize_groups(const Vec16 (&y)[VPT], u8* out, 
     if constexpr (SCALE == kScaleF32) {
       const Fp8Divisor divisor = fp8_divisor(amax, kFp8Max);  // |y| <= amax: fp8_divide's premise
       scale = divisor.scale;
-      // One choice per group, as quantize_row makes it per row: a select per element would
-      // compute both paths.
       if (divisor.short_path) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) v[j] = fp8_divide_short(v[j], divisor);
+        fp8_divide8<true>(v, divisor);
       } else {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) v[j] = fp8_divide_general(v[j], divisor);
+        fp8_divide8<false>(v, divisor);
       }
     } else {
       scale = ue8m0_round_up(amax > 0.0f ? amax / kFp8Max : 1.0f);
