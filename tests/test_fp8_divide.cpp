@@ -118,6 +118,29 @@ TEST_CASE("fp8_divide: NaN, Inf and zero rows behave as IEEE division", "[cpu][q
   }
 }
 
+TEST_CASE("fp8_divisor's scale, divisor and reciprocal are IEEE's for every amax of bf16 and f16", "[cpu][quant]") {
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    for (const Fp8Format format : {Fp8Format::e4m3fn, Fp8Format::e4m3fnuz}) {
+      const float max = reference::fp8_max(format);
+      long checked = 0;
+      // Every bit pattern: negative values, zeros, subnormals, Inf and NaN included.
+      for (std::uint32_t bits = 0; bits <= 0xffff; ++bits) {
+        const float amax = reference::widen(std::uint16_t(bits), dtype);
+        const float scale = amax > 0.0f ? amax / max : 1.0f;
+        const Fp8Divisor d = fp8_divisor(amax, max);
+        CAPTURE(to_string(dtype), max, bits, amax);
+        REQUIRE(reference::float_to_bits(fp8_scale(amax, max)) == reference::float_to_bits(scale));
+        REQUIRE(reference::float_to_bits(d.scale) == reference::float_to_bits(scale));
+        REQUIRE(d.short_path == (!std::isnan(amax) && amax != INFINITY && scale >= 0x1p-100f));  // -Inf: no real amax
+        REQUIRE(reference::float_to_bits(d.divisor) == reference::float_to_bits(scale * d.prescale));
+        REQUIRE(reference::float_to_bits(d.reciprocal) == reference::float_to_bits(1.0f / d.divisor));
+        ++checked;
+      }
+      REQUIRE(checked == 0x10000);
+    }
+  }
+}
+
 TEST_CASE("fp8_divide gives IEEE division's FP8 code for every y and every amax", "[.exhaustive][quant]") {
   for (const DType dtype : {DType::bf16, DType::f16}) {
     const auto values = positive_values(dtype);

@@ -1,6 +1,8 @@
 // [gpu] The standalone epilogue kernels against the CPU reference model, bit for bit, on
 // fresh random inputs, with poisoned outputs; and the device FP8 conversion against the
-// software one over a sweep of fp32 bit patterns.
+// software one over a sweep of fp32 bit patterns, and the FP8 divisor over every amax.
+#include <algorithm>
+#include <cmath>  // before fp8_divide.cuh, whose host build uses fmaf
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -8,6 +10,7 @@
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/reference/numerics.hpp"
 #include "arfuse/runtime/epilogue.hpp"
+#include "arfuse/templates/fp8_divide.cuh"
 
 #include "helper_kernels.hpp"
 #include "support.hpp"
@@ -301,6 +304,64 @@ TEST_CASE("rmsnorm_quant: more rows than resident blocks, and in place", "[gpu][
   const auto& kernel = ctx.kernel(ctx.spec(Module::rmsnorm_quant, c.hidden, c.dtype, c.quant, c.norm));
   REQUIRE(c.tokens > kernel.max_blocks_per_multiprocessor * ctx.device().multiprocessors());
   check_rmsnorm_quant(ctx, c);
+}
+
+TEST_CASE("the device's FP8 divisor is the host's for every amax of bf16 and f16", "[gpu][numerics][quant]") {
+  Context& ctx = gpu_context();
+  const Target target = ctx.device().target();
+  // fp8_divisor as the quantisers call it (kFp8Max of the target), for every 16-bit pattern of
+  // both types widened: the device's reciprocal skips rcp.rn's range check, which only this
+  // comparison with the host's IEEE arithmetic can show to be exact.
+  Source src;
+  src.spec = KernelSpec::parse("token_quant/h8/bf16/" + target.name());
+  src.program_name = "fp8_divisors.cu";
+  std::vector<TemplateFile> included;
+  src.text = expand_includes("epilogue.cuh", included) + R"(
+extern "C" __global__ void fp8_divisors(const float* amax, unsigned* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const arfuse::Fp8Divisor d = arfuse::fp8_divisor(amax[i], arfuse::kFp8Max);
+  out[5 * i + 0] = arfuse::float_to_bits(d.scale);
+  out[5 * i + 1] = arfuse::float_to_bits(d.divisor);
+  out[5 * i + 2] = arfuse::float_to_bits(d.reciprocal);
+  out[5 * i + 3] = arfuse::float_to_bits(d.prescale);
+  out[5 * i + 4] = d.short_path ? 1u : 0u;
+}
+)";
+  src.name_expression = "fp8_divisors";
+  src.options = render(src.spec).options;
+  const auto code = nvrtc_compiler()->compile(src);
+  const auto module = LoadedModule::load(ctx.device(), code.payload);
+  const Kernel kernel = module->kernel(code.lowered_name, 256);
+
+  std::vector<float> amaxes;
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    for (std::uint32_t bits = 0; bits <= 0xffff; ++bits) amaxes.push_back(reference::widen(std::uint16_t(bits), dtype));
+  }
+  const int n = int(amaxes.size());
+  Stream stream(ctx.device());
+  DeviceBuffer d_amax(ctx.device(), size_t(n) * 4), d_out(ctx.device(), size_t(n) * 20);
+  d_amax.upload(amaxes);
+  d_out.fill(0xee);
+  const void* in = d_amax.get();
+  void* out = d_out.get();
+  int count = n;
+  void* params[] = {&in, &out, &count};
+  kernel.launch(unsigned((n + 255) / 256), stream, params);
+  stream.synchronize();
+
+  const auto got = d_out.download<std::uint32_t>(size_t(n) * 5);
+  std::vector<std::uint32_t> want(got.size());
+  const float max = reference::fp8_max(target.fp8_format());
+  for (int i = 0; i < n; ++i) {
+    const Fp8Divisor d = fp8_divisor(amaxes[size_t(i)], max);
+    const std::uint32_t fields[] = {reference::float_to_bits(d.scale), reference::float_to_bits(d.divisor),
+                                    reference::float_to_bits(d.reciprocal), reference::float_to_bits(d.prescale),
+                                    d.short_path ? 1u : 0u};
+    std::copy(std::begin(fields), std::end(fields), want.begin() + 5 * i);
+  }
+  // One "row" per amax: scale, divisor, reciprocal, prescale, short path.
+  test::require_bits_equal(got, want, "fp8_divisor fields", 5);
 }
 
 TEST_CASE("the device FP8, f16 and bf16 conversions match the software ones", "[gpu][numerics]") {

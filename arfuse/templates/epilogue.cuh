@@ -171,7 +171,7 @@ __device__ __forceinline__ void quantize_groups(const Vec16 (&y)[VPT], u8* out, 
         fp8_divide8<false>(v, divisor);
       }
     } else {
-      scale = ue8m0_round_up(amax > 0.0f ? amax / kFp8Max : 1.0f);
+      scale = ue8m0_round_up(fp8_scale(amax, kFp8Max));
       const float inverse = 1.0f / scale;  // a power of two: y * inverse is IEEE's y / scale
 #pragma unroll
       for (int j = 0; j < 8; ++j) v[j] = v[j] * inverse;

@@ -28,13 +28,51 @@ struct Fp8Divisor {
   bool short_path;   // amax finite and scale >= 2^-100
 };
 
+// amax / fp8_max for amax > 0 a finite value of T (bf16 or f16) and fp8_max 448 or 240: the
+// product with the rounded reciprocal and one FMA correction, which is IEEE's quotient for every
+// such amax, subnormal quotients included (tests/test_fp8_divide.cpp checks all of them). A
+// division is about a dozen instructions with its range check, and the block-scaled modes need
+// one per group of every lane.
+ARFUSE_HOST_DEVICE inline float quotient_by_fp8_max(float amax, float fp8_max) {
+  const float reciprocal = 1.0f / fp8_max;  // a constant where fp8_max is one
+  const float q = amax * reciprocal;
+  return fmaf(fmaf(-q, fp8_max, amax), reciprocal, q);
+}
+
+// The rule of the contract: amax > 0 ? amax / fp8_max : 1 (NaN gives 1, Inf gives Inf).
+ARFUSE_HOST_DEVICE inline float fp8_scale(float amax, float fp8_max) {
+  if (!(amax > 0.0f)) return 1.0f;
+  return amax <= 0x1.fffffep127f ? quotient_by_fp8_max(amax, fp8_max) : amax;
+}
+
+// 1 / d correctly rounded, for 2^-126 <= |d| < 2^126. On NVIDIA the hardware's approximation and
+// one Newton step, which is what rcp.rn computes in that range, without the range check and the
+// branch to its slow path (tests/test_gpu_epilogue.cpp compares every divisor the quantisers can
+// form with IEEE's). Elsewhere the IEEE division.
+ARFUSE_HOST_DEVICE inline float reciprocal_in_normal_range(float d) {
+#if defined(ARFUSE_VENDOR_NVIDIA) && (defined(__CUDA_ARCH__) || defined(__CUDACC_RTC__))
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+  return fmaf(r, fmaf(-d, r, 1.0f), r);
+#else
+  return 1.0f / d;
+#endif
+}
+
 ARFUSE_HOST_DEVICE inline Fp8Divisor fp8_divisor(float amax, float fp8_max) {
   Fp8Divisor d;
-  d.scale = amax > 0.0f ? amax / fp8_max : 1.0f;
-  d.prescale = d.scale < 0x1p-100f ? 0x1p64f : 1.0f;
-  d.divisor = d.scale * d.prescale;
-  d.reciprocal = 1.0f / d.divisor;
+  d.scale = fp8_scale(amax, fp8_max);
   d.short_path = amax <= 0x1.fffffep127f && d.scale >= 0x1p-100f;  // false for NaN and Inf
+  if (d.short_path) {
+    // scale <= max(T) / 240 < 2^121: inside the reciprocal's range.
+    d.prescale = 1.0f;
+    d.divisor = d.scale;
+    d.reciprocal = reciprocal_in_normal_range(d.divisor);
+  } else {
+    d.prescale = d.scale < 0x1p-100f ? 0x1p64f : 1.0f;
+    d.divisor = d.scale * d.prescale;
+    d.reciprocal = 1.0f / d.divisor;
+  }
   return d;
 }
 
