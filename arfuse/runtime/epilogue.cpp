@@ -9,21 +9,15 @@ namespace arfuse {
 
 using detail::require_pointer;
 
-void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
-  // Checks hidden against the group size the call asks for, not the default one.
-  ctx.spec(jit::Module::rmsnorm_quant, a.hidden, a.dtype, a.quant, a.norm, 1, 1, a.group, a.scale_format);
-  detail::require_block_scaling(a.quant, a.group, a.scale_layout, a.hidden);
-  detail::require_tokens(a.tokens);
-  detail::require_eps(a.eps);
-  if (a.tokens == 0) return;
-  detail::require_epilogue_pointers(
-      {a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.quant}, "(the reduced tensor)");
-  detail::launch_rmsnorm_quant(ctx, a, stream);
+namespace {
+
+// Checks hidden against the group size the call asks for, not the default one.
+jit::KernelSpec rmsnorm_quant_spec(const Context& ctx, const RmsnormQuantArgs& a) {
+  return ctx.spec(jit::Module::rmsnorm_quant, a.hidden, a.dtype, a.quant, a.norm, 1, 1, a.group, a.scale_format);
 }
 
-void detail::launch_rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
-  const auto& k = ctx.kernel(
-      ctx.spec(jit::Module::rmsnorm_quant, a.hidden, a.dtype, a.quant, a.norm, 1, 1, a.group, a.scale_format));
+void launch_kernel(Context& ctx, const jit::KernelSpec& spec, const RmsnormQuantArgs& a, const Stream& stream) {
+  const auto& k = ctx.kernel(spec);
   const auto strides = detail::scale_strides(a.quant, a.group, a.scale_layout, a.tokens, a.hidden);
   const void* in = a.input;
   const void* res_in = a.residual_in;
@@ -38,7 +32,24 @@ void detail::launch_rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const
   void* params[] = {&in,     &res_in,           &res_out,           &weight, &eps, &out, &scales, &mirror,
                     &tokens, &scale_row_stride, &scale_group_stride};
   // One block per row.
-  k.kernel.launch(unsigned(a.tokens), stream, params, detail::programmatic(ctx.device().target(), a.pdl));
+  k.kernel.launch(unsigned(a.tokens), stream, params, a.pdl);
+}
+
+}  // namespace
+
+void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
+  const jit::KernelSpec spec = rmsnorm_quant_spec(ctx, a);
+  detail::require_block_scaling(a.quant, a.group, a.scale_layout, a.hidden);
+  detail::require_tokens(a.tokens);
+  detail::require_eps(a.eps);
+  if (a.tokens == 0) return;
+  detail::require_epilogue_pointers(
+      {a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.quant}, "(the reduced tensor)");
+  launch_kernel(ctx, spec, a, stream);
+}
+
+void detail::launch_rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
+  launch_kernel(ctx, rmsnorm_quant_spec(ctx, a), a, stream);
 }
 
 void token_quant(Context& ctx, const TokenQuantArgs& a, const Stream& stream) {
@@ -54,7 +65,7 @@ void token_quant(Context& ctx, const TokenQuantArgs& a, const Stream& stream) {
   int tokens = a.tokens;
   void* params[] = {&in, &out, &scales, &tokens};
   // One block per row.
-  k.kernel.launch(unsigned(a.tokens), stream, params, detail::programmatic(ctx.device().target(), a.pdl));
+  k.kernel.launch(unsigned(a.tokens), stream, params, a.pdl);
 }
 
 void group_quant(Context& ctx, const GroupQuantArgs& a, const Stream& stream) {
@@ -79,7 +90,7 @@ void group_quant(Context& ctx, const GroupQuantArgs& a, const Stream& stream) {
   int tokens = a.tokens, scale_row_stride = strides.row, scale_group_stride = strides.group;
   void* params[] = {&in, &out, &scales, &tokens, &scale_row_stride, &scale_group_stride};
   // One block per row.
-  k.kernel.launch(unsigned(a.tokens), stream, params, detail::programmatic(ctx.device().target(), a.pdl));
+  k.kernel.launch(unsigned(a.tokens), stream, params, a.pdl);
 }
 
 }  // namespace arfuse

@@ -179,8 +179,7 @@ void Rank::launch(const Plan& plan, FusedArgs a, const void* input, bool pdl, co
   a.input = input == buffers_->staging.get() ? nullptr : input;  // the kernel copies it in
   context_->device().make_current();
   void* params[] = {&a};
-  k.kernel.launch(plan.grid(k.max_blocks_per_multiprocessor), stream, params,
-                  detail::programmatic(context_->device().target(), pdl));
+  k.kernel.launch(plan.grid(k.max_blocks_per_multiprocessor), stream, params, pdl);
 }
 
 void* Rank::nccl_scratch(std::size_t bytes, const Stream& stream) {

@@ -13,12 +13,6 @@ void require_aligned(const void* p, const char* name);
 void require_tokens(int tokens, int capacity = -1);
 void require_eps(float eps);
 
-// Whether a launch is programmatic: asked for, and the target has it (elsewhere the option is
-// accepted and the launch is an ordinary one).
-inline bool programmatic(const jit::Target& target, bool requested) {
-  return requested && target.programmatic_dependent_launch();
-}
-
 // The tensors an epilogue call reads and writes; scales and mirror only where `quant` needs them.
 struct EpiloguePointers {
   const void* input;

@@ -174,7 +174,8 @@ Kernel::Kernel(std::shared_ptr<const LoadedModule> module, void* function, int b
 
 void Kernel::launch(unsigned grid, const Stream& stream, void** args, bool programmatic_dependency) const {
   if (grid == 0) return;
-  backend().launch(function_, grid, unsigned(block_threads_), stream.native(), args, programmatic_dependency);
+  const bool programmatic = programmatic_dependency && module_->device().target().programmatic_dependent_launch();
+  backend().launch(function_, grid, unsigned(block_threads_), stream.native(), args, programmatic);
 }
 
 int Kernel::max_active_blocks_per_multiprocessor() const {

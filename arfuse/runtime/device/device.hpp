@@ -160,8 +160,9 @@ class LoadedModule;
 class ARFUSE_API Kernel {
  public:
   Kernel(std::shared_ptr<const LoadedModule> module, void* function, int block_threads);
-  // `args` are pointers to each kernel parameter, in order. programmatic_dependency: see
-  // Backend::launch (the kernel must begin with griddepcontrol.wait, as arfuse's do).
+  // `args` are pointers to each kernel parameter, in order. programmatic_dependency: asked for;
+  // a programmatic launch (Backend::launch) where the target has one (NVIDIA sm_90+), an ordinary
+  // launch elsewhere. The kernel must begin with griddepcontrol.wait, as arfuse's do.
   void launch(unsigned grid, const Stream& stream, void** args, bool programmatic_dependency = false) const;
   int block_threads() const { return block_threads_; }
   int max_active_blocks_per_multiprocessor() const;
