@@ -191,6 +191,21 @@ void check_block_scaled(Context& ctx, const BlockScaledCase& c) {
   }
 }
 
+// A test kernel `name` (extern "C") over one of the templates, `header` and what it includes,
+// compiled with the options the JIT gives the target's own kernels; 256 threads a block.
+Kernel load_template_test_kernel(const Device& device, const char* header, const std::string& name,
+                                 const std::string& body) {
+  Source src;
+  src.spec = KernelSpec::parse("token_quant/h8/bf16/" + device.target().name());
+  src.program_name = name + ".cu";
+  std::vector<TemplateFile> included;
+  src.text = expand_includes(header, included) + body;
+  src.name_expression = name;
+  src.options = render(src.spec).options;
+  const auto code = nvrtc_compiler()->compile(src);
+  return LoadedModule::load(device, code.payload)->kernel(code.lowered_name, 256);
+}
+
 }  // namespace
 
 TEST_CASE("rmsnorm_quant block-scaled modes match the reference bit for bit", "[gpu][epilogue][quant]") {
@@ -312,11 +327,7 @@ TEST_CASE("the device's FP8 divisor is the host's for every amax of bf16 and f16
   // fp8_divisor as the quantisers call it (kFp8Max of the target), for every 16-bit pattern of
   // both types widened: the device's reciprocal skips rcp.rn's range check, which only this
   // comparison with the host's IEEE arithmetic can show to be exact.
-  Source src;
-  src.spec = KernelSpec::parse("token_quant/h8/bf16/" + target.name());
-  src.program_name = "fp8_divisors.cu";
-  std::vector<TemplateFile> included;
-  src.text = expand_includes("epilogue.cuh", included) + R"(
+  const Kernel kernel = load_template_test_kernel(ctx.device(), "epilogue.cuh", "fp8_divisors", R"(
 extern "C" __global__ void fp8_divisors(const float* amax, unsigned* out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
@@ -327,12 +338,7 @@ extern "C" __global__ void fp8_divisors(const float* amax, unsigned* out, int n)
   out[5 * i + 3] = arfuse::float_to_bits(d.prescale);
   out[5 * i + 4] = d.short_path ? 1u : 0u;
 }
-)";
-  src.name_expression = "fp8_divisors";
-  src.options = render(src.spec).options;
-  const auto code = nvrtc_compiler()->compile(src);
-  const auto module = LoadedModule::load(ctx.device(), code.payload);
-  const Kernel kernel = module->kernel(code.lowered_name, 256);
+)");
 
   std::vector<float> amaxes;
   for (const DType dtype : {DType::bf16, DType::f16}) {
@@ -370,11 +376,7 @@ TEST_CASE("the device FP8, f16 and bf16 conversions match the software ones", "[
   // A test kernel over platform.cuh: hardware fp8x2 (where the target has it), the software
   // fp8 path, the f16/bf16 rounding, and the paired rounding the kernels use (each input paired
   // with the input at the mirrored index), for every input.
-  Source src;
-  src.spec = KernelSpec::parse("token_quant/h8/bf16/" + target.name());
-  src.program_name = "conversions.cu";
-  std::vector<TemplateFile> included;
-  src.text = expand_includes("platform.cuh", included) + R"(
+  const Kernel kernel = load_template_test_kernel(ctx.device(), "platform.cuh", "conversions", R"(
 extern "C" __global__ void conversions(const float* in, unsigned char* hw, unsigned char* sw,
                                        unsigned short* h, unsigned short* b, unsigned* h2, unsigned* b2,
                                        int n) {
@@ -388,12 +390,7 @@ extern "C" __global__ void conversions(const float* in, unsigned char* hw, unsig
   h2[i] = arfuse::round_pair<arfuse::f16_t>(x, partner);
   b2[i] = arfuse::round_pair<arfuse::bf16_t>(x, partner);
 }
-)";
-  src.name_expression = "conversions";
-  src.options = render(src.spec).options;
-  auto code = nvrtc_compiler()->compile(src);
-  auto module = LoadedModule::load(ctx.device(), code.payload);
-  Kernel kernel = module->kernel(code.lowered_name, 256);
+)");
 
   // Every 2^-10-th bit pattern over all of fp32 and every pattern near the FP8 range, plus
   // the edge cases: zeros, max, ties, Inf, NaN.
