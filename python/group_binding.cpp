@@ -16,6 +16,7 @@
 #include <mutex>
 
 #include "arfuse/base/error.hpp"
+#include "arfuse/jit/kernel_spec.hpp"
 #include "arfuse/runtime/epilogue.hpp"
 #include "arfuse/runtime/group.hpp"
 
@@ -327,6 +328,20 @@ void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatc
         group_quant(ctx, a, Stream(ctx.device(), mutable_address(stream)));
       },
       "Per-token-group FP8 or MXFP4 of a tensor that already is y (runtime/epilogue.hpp).");
+  m.def(
+      "check_mode",
+      [](const std::string& quant, const std::string& norm, int group, const std::string& scale_format,
+         const std::string& scale_layout, int hidden) {
+        const jit::Quant q = jit::parse_quant(quant);
+        jit::parse_norm(norm);
+        jit::parse_scale_format(scale_format);
+        jit::check_scale_layout(q, jit::parse_scale_layout(scale_layout));
+        jit::check_block_scaling(q, group, hidden);
+      },
+      nb::arg("quant"), nb::arg("norm"), nb::arg("group"), nb::arg("scale_format"), nb::arg("scale_layout"),
+      nb::arg("hidden"),
+      "The checks every epilogue call makes on its mode (names, group size, scale layout against hidden), "
+      "for a caller that must refuse a bad mode before it allocates outputs; raises Error naming the value.");
   m.def(
       "fp8_format", [](int device) { return std::string(fp8_format_name(context_for(device).device())); },
       nb::arg("device"), "The FP8 format the kernels write on this device: e4m3fn or e4m3fnuz.");

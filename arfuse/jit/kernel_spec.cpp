@@ -62,6 +62,13 @@ void check_block_scaling(Quant quant, int group, int hidden) {
   }
 }
 
+void check_scale_layout(Quant quant, ScaleLayout layout) {
+  if (is_mxfp4(quant) && layout != ScaleLayout::row_major) {
+    throw Error(
+        fmt::format("{} scales are row-major [tokens, hidden / 32]; scale_layout must be row_major", to_string(quant)));
+  }
+}
+
 bool takes_quant(Module m, Quant q) { return m != Module::group_quant || q == Quant::fp8_group || q == Quant::mxfp4; }
 
 bool writes_mirror(Quant q) {

@@ -80,6 +80,8 @@ ARFUSE_API bool takes_quant(Module module, Quant quant);
 // divisible by 32; throws Error naming the value. KernelSpec::validate and the calls' argument
 // checks both use it.
 ARFUSE_API void check_block_scaling(Quant quant, int group, int hidden);
+// MXFP4's scales are row-major only; throws Error for another layout. Every other mode has both.
+ARFUSE_API void check_scale_layout(Quant quant, ScaleLayout layout);
 ARFUSE_API bool uses_norm(Module module);
 ARFUSE_API bool uses_world(Module module);
 

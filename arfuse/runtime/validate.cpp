@@ -51,13 +51,8 @@ void require_block_scaling(jit::Quant quant, int group, jit::ScaleLayout layout,
 }
 
 ScaleStrides scale_strides(jit::Quant quant, int group, jit::ScaleLayout layout, int tokens, int hidden) {
-  if (jit::is_mxfp4(quant)) {
-    if (layout != jit::ScaleLayout::row_major) {
-      throw Error(fmt::format("{} scales are row-major [tokens, hidden / 32]; scale_layout must be row_major",
-                              jit::to_string(quant)));
-    }
-    return {hidden / jit::kMxBlock, 1};
-  }
+  jit::check_scale_layout(quant, layout);
+  if (jit::is_mxfp4(quant)) return {hidden / jit::kMxBlock, 1};
   if (jit::is_group_fp8(quant)) {
     if (group <= 0) throw Error(fmt::format("group size {} is not 32, 64 or 128", group));
     return layout == jit::ScaleLayout::row_major ? ScaleStrides{hidden / group, 1} : ScaleStrides{1, tokens};

@@ -87,13 +87,6 @@ def _dtype_name(dtype, what="dtype"):
     return name
 
 
-def _check_mode(quant, norm):
-    if quant not in QUANT_MODES:
-        raise Error(f"quant is {quant!r}; it must be one of {', '.join(QUANT_MODES)}")
-    if norm not in NORM_MODES:
-        raise Error(f"norm is {norm!r}; it must be one of {', '.join(NORM_MODES)}")
-
-
 def _check_tensor(name, tensor, dtype=None, shape=None, device=None):
     if not isinstance(tensor, torch.Tensor):
         raise Error(f"{name} must be a torch.Tensor, not {type(tensor).__name__}")
@@ -135,21 +128,12 @@ class _Mode:
         return self.quant in ("mxfp4", "mxfp4_mirror")
 
     def check(self, hidden):
-        _check_mode(self.quant, self.norm)
-        if self.scale_format not in SCALE_FORMATS:
-            raise Error(f"scale_format is {self.scale_format!r}; it must be one of {', '.join(SCALE_FORMATS)}")
-        if self.scale_layout not in SCALE_LAYOUTS:
-            raise Error(f"scale_layout is {self.scale_layout!r}; it must be one of {', '.join(SCALE_LAYOUTS)}")
-        if self.grouped:
-            if self.group not in (32, 64, 128):
-                raise Error(f"group is {self.group!r}; with quant {self.quant} it must be 32, 64 or 128")
-            if hidden % self.group:
-                raise Error(f"group {self.group} does not divide hidden {hidden}")
-        if self.mx:
-            if hidden % 32:
-                raise Error(f"quant {self.quant} needs hidden divisible by 32; hidden is {hidden}")
-            if self.scale_layout != "row_major":
-                raise Error(f"{self.quant} scales are row-major [tokens, hidden / 32]; scale_layout must be row_major")
+        """The checks the C++ call makes on the mode, made before any output is allocated (the fake
+        implementations must refuse what the real call would)."""
+        if not isinstance(self.group, int) or isinstance(self.group, bool) or not -2**31 <= self.group < 2**31:
+            raise Error(f"group is {self.group!r}; it must be an int (32, 64 or 128 for the fp8_group modes)")
+        _arfuse.check_mode(str(self.quant), str(self.norm), self.group, str(self.scale_format),
+                           str(self.scale_layout), int(hidden))
 
     def args(self):
         return self.quant, self.norm, self.group, self.scale_format, self.scale_layout

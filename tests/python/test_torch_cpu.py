@@ -104,7 +104,7 @@ def test_fake_outputs_of_group_quant():
         assert out.shape == (6, 128) and scales.shape == (6, 8)
         with pytest.raises(arfuse.Error, match="group_quant takes fp8_group or mxfp4"):
             aft.group_quant(y, "fp8")
-        with pytest.raises(arfuse.Error, match="group 128 does not divide hidden 96"):
+        with pytest.raises(arfuse.Error, match="group size 128 does not divide hidden size 96"):
             aft.group_quant(torch.empty(2, 96, dtype=torch.float16, device="cuda"), "fp8_group")
 
 
@@ -120,16 +120,17 @@ def bad_calls():
                                                  "none", "rms"), "weight is not contiguous"),
         ("3-D input", lambda h, x, r, w: op(h, x[None], r, w, 1e-6, "none", "rms"), "must be 2-D"),
         ("fp32 input", lambda h, x, r, w: op(h, x.float(), r, w, 1e-6, "none", "rms"), "torch.bfloat16 or torch.float16"),
-        ("quant", lambda h, x, r, w: op(h, x, r, w, 1e-6, "int8", "rms"), "quant is 'int8'"),
-        ("norm", lambda h, x, r, w: op(h, x, r, w, 1e-6, "none", "layer"), "norm is 'layer'"),
+        ("quant", lambda h, x, r, w: op(h, x, r, w, 1e-6, "int8", "rms"), "quant mode 'int8'"),
+        ("norm", lambda h, x, r, w: op(h, x, r, w, 1e-6, "none", "layer"), "norm mode 'layer'"),
         ("eps", lambda h, x, r, w: op(h, x, r, w, -1.0, "none", "rms"), "eps is -1.0"),
         ("closed handle", lambda h, x, r, w: op(h + 1000, x, r, w, 1e-6, "none", "rms"), "is closed or was never"),
-        ("group size", lambda h, x, r, w: op(h, x, r, w, 1e-6, "fp8_group", "rms", 48), "group is 48"),
+        ("group size", lambda h, x, r, w: op(h, x, r, w, 1e-6, "fp8_group", "rms", 48), "group size 48 is not supported"),
+        ("group range", lambda h, x, r, w: op(h, x, r, w, 1e-6, "fp8_group", "rms", 2**40), "group is 1099511627776"),
         ("group divides", lambda h, x, r, w: op(h, x[:, :48].contiguous(), r[:, :48].contiguous(), w[:48], 1e-6, "fp8_group", "rms", 32),
-         "group 32 does not divide hidden 48"),
-        ("scale format", lambda h, x, r, w: op(h, x, r, w, 1e-6, "fp8_group", "rms", 64, "f16"), "scale_format is 'f16'"),
+         "group size 32 does not divide hidden size 48"),
+        ("scale format", lambda h, x, r, w: op(h, x, r, w, 1e-6, "fp8_group", "rms", 64, "f16"), "scale format 'f16'"),
         ("scale layout", lambda h, x, r, w: op(h, x, r, w, 1e-6, "fp8_group", "rms", 64, "f32", "rows"),
-         "scale_layout is 'rows'"),
+         "scale layout 'rows'"),
         ("mxfp4 layout", lambda h, x, r, w: op(h, x, r, w, 1e-6, "mxfp4", "rms", 128, "f32", "column_major"),
          "must be row_major"),
         ("mxfp4 hidden", lambda h, x, r, w: op(h, x[:, :48].contiguous(), r[:, :48].contiguous(), w[:48], 1e-6, "mxfp4", "rms"),
