@@ -45,6 +45,26 @@ def test_specs_parse_and_bad_fields_are_named():
         arfuse.parse_spec("fused_ar/h6144/bf16/fp8/rms/w9/s1/sm_90")
 
 
+def test_check_mode_accepts_the_calls_modes_and_names_what_is_wrong():
+    check = arfuse._arfuse.check_mode
+    for quant in ["none", "fp8", "fp8_mirror", "mxfp4", "mxfp4_mirror"]:
+        check(quant, "rms", 0, "f32", "row_major", 96)  # the group is only checked for fp8_group
+    for group in [32, 64, 128]:
+        check("fp8_group_mirror", "gemma", group, "e8m0", "column_major", 256)
+    bad = [(("int8", "rms", 128, "f32", "row_major", 256), "quant mode 'int8'"),
+           (("fp8", "layer", 128, "f32", "row_major", 256), "norm mode 'layer'"),
+           (("fp8_group", "rms", 128, "f16", "row_major", 256), "scale format 'f16'"),
+           (("fp8_group", "rms", 128, "f32", "rows", 256), "scale layout 'rows'"),
+           (("fp8_group", "rms", 48, "f32", "row_major", 256), "group size 48 is not supported"),
+           (("fp8_group", "rms", 128, "f32", "row_major", 96), "group size 128 does not divide hidden size 96"),
+           (("mxfp4", "rms", 128, "f32", "column_major", 256), "scale_layout must be row_major"),
+           (("mxfp4", "rms", 128, "f32", "row_major", 48), "divisible by 32, not 48")]
+    for args, words in bad:
+        with pytest.raises(arfuse.Error) as caught:
+            check(*args)
+        assert words in str(caught.value), (args, str(caught.value))
+
+
 def test_settings_list_every_arfuse_variable():
     names = [s["name"] for s in arfuse.settings()]
     assert "ARFUSE_CACHE_DIR" in names and "ARFUSE_DEVICE_BACKEND" in names
