@@ -335,8 +335,9 @@ void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatc
         const jit::Quant q = jit::parse_quant(quant);
         jit::parse_norm(norm);
         jit::parse_scale_format(scale_format);
-        jit::check_scale_layout(q, jit::parse_scale_layout(scale_layout));
-        jit::check_block_scaling(q, group, hidden);
+        const jit::ScaleLayout layout = jit::parse_scale_layout(scale_layout);
+        jit::check_block_scaling(q, group, hidden);  // in the order of the calls' own checks
+        jit::check_scale_layout(q, layout);
       },
       nb::arg("quant"), nb::arg("norm"), nb::arg("group"), nb::arg("scale_format"), nb::arg("scale_layout"),
       nb::arg("hidden"),

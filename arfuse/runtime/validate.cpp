@@ -47,7 +47,7 @@ void require_epilogue_pointers(const EpiloguePointers& p, const char* input_role
 
 void require_block_scaling(jit::Quant quant, int group, jit::ScaleLayout layout, int hidden) {
   jit::check_block_scaling(quant, group, hidden);
-  scale_strides(quant, group, layout, 1, hidden);
+  jit::check_scale_layout(quant, layout);
 }
 
 ScaleStrides scale_strides(jit::Quant quant, int group, jit::ScaleLayout layout, int tokens, int hidden) {
