@@ -280,6 +280,13 @@ __device__ __forceinline__ StagedWeight stage_weight(const T* weight, Vec16 (&st
   }
 }
 
+// When residual_out goes out: right after the add, or after the sum-of-squares reduction. Only
+// the timing differs. On the H200 the later store took about 0.6-1.1 % off fp8_group's large
+// rows and added 1.7-1.9 % to MXFP4's (docs/performance-notes.md section 19), so only fp8_group
+// waits.
+template <int QUANT>
+inline constexpr bool kResidualStoredAfterReduction = kQuantIsGroupFp8<QUANT>;
+
 // ar = T(fold) (step 1, done by the caller) and the row's residual_in, packed.
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE>
 __device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16 (&residual)[VPT], StagedWeight weight,
@@ -295,7 +302,9 @@ __device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16
 #pragma unroll
     for (int j = 0; j < 8; ++j) a[j] = a[j] + r[j];
     res[k] = pack8<T>(a);
-    store16(row.residual_out + (threadIdx.x + k * THREADS) * 8, res[k]);
+    if constexpr (!kResidualStoredAfterReduction<QUANT>) {
+      store16(row.residual_out + (threadIdx.x + k * THREADS) * 8, res[k]);
+    }
   }
   // Step 3: ss, thread-local fmaf chain in element order, then the fixed block tree.
   float ss = 0.0f;
@@ -308,6 +317,12 @@ __device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16
     for (int j = 0; j < 8; ++j) ss = fmaf(v[j], v[j], ss);
   }
   ss = block_reduce<THREADS, false>(ss, scratch.sum);
+  if constexpr (kResidualStoredAfterReduction<QUANT>) {
+#pragma unroll
+    for (int k = 0; k < VPT; ++k) {
+      if (owns_vector<H, THREADS>(k)) store16(row.residual_out + (threadIdx.x + k * THREADS) * 8, res[k]);
+    }
+  }
   // Step 4: IEEE division and sqrt (the JIT never passes fast-math options).
   const float inv = 1.0f / sqrtf(ss / float(H) + eps);
   // Steps 5-6: g = f(w) (+ 1 for Gemma), y = T((res * inv) * g).
