@@ -281,14 +281,11 @@ __device__ __forceinline__ StagedWeight stage_weight(const T* weight, Vec16 (&st
 }
 
 // When residual_out goes out: right after the add, or after the sum-of-squares reduction. Only
-// the timing differs. On the H200 the later store took about 0.6-1.1 % off fp8_group's large
-// rows and added 1.7-1.9 % to MXFP4's (docs/performance-notes.md section 19), so only fp8_group
-// waits.
-template <int QUANT>
-inline constexpr bool kResidualStoredAfterReduction = kQuantIsGroupFp8<QUANT>;
+// the timing differs (the same bits either way); each kernel chooses by measurement.
+enum class ResidualStore { after_add, after_reduction };
 
 // ar = T(fold) (step 1, done by the caller) and the row's residual_in, packed.
-template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE>
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, ResidualStore STORE>
 __device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16 (&residual)[VPT], StagedWeight weight,
                                              float eps, const RowOutputs<T>& row, ReduceScratch& scratch) {
   // Step 2: res = T(ar + residual_in) -> residual_out.
@@ -302,7 +299,7 @@ __device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16
 #pragma unroll
     for (int j = 0; j < 8; ++j) a[j] = a[j] + r[j];
     res[k] = pack8<T>(a);
-    if constexpr (!kResidualStoredAfterReduction<QUANT>) {
+    if constexpr (STORE == ResidualStore::after_add) {
       store16(row.residual_out + (threadIdx.x + k * THREADS) * 8, res[k]);
     }
   }
@@ -317,7 +314,7 @@ __device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16
     for (int j = 0; j < 8; ++j) ss = fmaf(v[j], v[j], ss);
   }
   ss = block_reduce<THREADS, false>(ss, scratch.sum);
-  if constexpr (kResidualStoredAfterReduction<QUANT>) {
+  if constexpr (STORE == ResidualStore::after_reduction) {
 #pragma unroll
     for (int k = 0; k < VPT; ++k) {
       if (owns_vector<H, THREADS>(k)) store16(row.residual_out + (threadIdx.x + k * THREADS) * 8, res[k]);

@@ -135,7 +135,10 @@ __device__ __forceinline__ void finish_row(const FusedArgs& a, int row, const Ve
   outputs.scale = row_scales<QUANT, SCALE>(a.scales, row, a.scale_row_stride);
   outputs.scale_group_stride = a.scale_group_stride;
   outputs.mirror = static_cast<T*>(a.mirror) + (kQuantWritesMirror<QUANT> ? offset : 0);
-  epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE>(ar, residual, weight, a.eps, outputs, scratch);
+  // The later residual_out store that rmsnorm_quant uses for fp8_group cost this kernel 2.7-7 %
+  // (docs/performance-notes.md section 20).
+  epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, ResidualStore::after_add>(ar, residual, weight, a.eps,
+                                                                                        outputs, scratch);
 }
 
 // Copies this rank's input rows into its staging buffer: exactly the rows that block b of

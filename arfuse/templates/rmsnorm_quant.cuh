@@ -13,6 +13,13 @@
 
 namespace arfuse {
 
+// fp8_group's residual_out goes out after the sum-of-squares reduction here: on the H200 that took
+// about 0.6-1.1 % off its large rows, while it added 1.7-1.9 % to MXFP4's (docs/performance-notes.md
+// section 19) and 2.7-7 % to the fused fp8_group kernel's (section 20), which keep the early store.
+template <int QUANT>
+inline constexpr ResidualStore kStandaloneResidualStore =
+    kQuantIsGroupFp8<QUANT> ? ResidualStore::after_reduction : ResidualStore::after_add;
+
 // scales: per-token FP8 [tokens] (scale_row_stride 1); group FP8 and MXFP4: the row's scales
 // start at scale_row_stride * row, its groups scale_group_stride apart (row- or column-major).
 // MIN_BLOCKS: 0, or the resident blocks per multiprocessor the kernel is compiled for
@@ -38,7 +45,8 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS)
   outputs.scale = row_scales<QUANT, SCALE>(scales, row, scale_row_stride);
   outputs.scale_group_stride = scale_group_stride;
   outputs.mirror = kQuantWritesMirror<QUANT> ? mirror + offset : mirror;
-  epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE>(input, residual, w, eps, outputs, scratch);
+  epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, kStandaloneResidualStore<QUANT>>(input, residual, w, eps,
+                                                                                               outputs, scratch);
 }
 
 template <typename T, int H, int THREADS, int VPT>
