@@ -17,32 +17,46 @@ struct ReduceScratch {
   float amax[kWarpSize + 1];
 };
 
+// Butterfly over the first LANES lanes: lane 0 ends with their sum (every one of them, with
+// LANES = kWarpSize), and a + b == b + a bit for bit.
+template <int LANES = kWarpSize>
 __device__ __forceinline__ float warp_sum(float v) {
-  // Butterfly: every lane ends with the same value, and a + b == b + a bit for bit.
 #pragma unroll
-  for (int mask = kWarpSize / 2; mask > 0; mask >>= 1) v += shuffle_xor(v, mask);
+  for (int mask = LANES / 2; mask > 0; mask >>= 1) v += shuffle_xor(v, mask);
   return v;
+}
+
+// The smallest power of two >= n (n >= 1).
+ARFUSE_HOST_DEVICE constexpr int power_of_two_at_least(int n) {
+  return n <= 1 ? 1 : 2 * power_of_two_at_least((n + 1) / 2);
 }
 
 // v >= 0 or a NaN with the sign bit clear (the amax partials): their bit patterns order as
 // unsigned integers do, a NaN above Inf, so the integer maximum is the NaN-keeping float maximum
 // (which NaN comes out does not matter, max_keep_nan's comment says why).
+template <int LANES = kWarpSize>
 __device__ __forceinline__ float warp_max(float v) {
   if constexpr (kWarpReduxMax) {
     return bits_to_float(warp_max_unsigned(float_to_bits(v)));
   } else {
 #pragma unroll
-    for (int mask = kWarpSize / 2; mask > 0; mask >>= 1) v = max_keep_nan(v, shuffle_xor(v, mask));
+    for (int mask = LANES / 2; mask > 0; mask >>= 1) v = max_keep_nan(v, shuffle_xor(v, mask));
     return v;
   }
 }
 
 // Cross-warp step: the first warp loads the per-warp partials (lanes without one load 0, the
 // identity for these nonnegative partials) and reduces them with shuffles (the maximum with one
-// redux.sync where the hardware has it). No thread folds partials serially.
+// redux.sync where the hardware has it). No thread folds partials serially. The contract's
+// butterfly runs over the whole warp; its levels with a mask >= kLanes (the smallest power of two
+// >= kWarps) only combine lane i < kLanes with a lane that holds +0, and x + 0 and max(x, 0) are
+// x for these partials (>= +0, or a NaN, which stays a NaN), while the levels below never mix
+// lanes >= kLanes into lane 0: so lane 0 gets the same bits without those levels (one shuffle
+// less at 12 or 16 warps, three for 6 wave64 waves).
 template <int THREADS, bool IS_MAX>
 __device__ __forceinline__ float block_reduce(float v, float* partials) {
   constexpr int kWarps = THREADS / kWarpSize;
+  constexpr int kLanes = power_of_two_at_least(kWarps);
   static_assert(THREADS % kWarpSize == 0 && kWarps <= kWarpSize, "block shape");
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   v = IS_MAX ? warp_max(v) : warp_sum(v);
@@ -50,7 +64,7 @@ __device__ __forceinline__ float block_reduce(float v, float* partials) {
   __syncthreads();
   if (warp == 0) {
     float p = lane < kWarps ? partials[lane] : 0.0f;
-    p = IS_MAX ? warp_max(p) : warp_sum(p);
+    p = IS_MAX ? warp_max<kLanes>(p) : warp_sum<kLanes>(p);
     if (lane == 0) partials[kWarpSize] = p;
   }
   __syncthreads();
@@ -142,9 +156,19 @@ __device__ __forceinline__ float group_amax(const Vec16& v, bool owned) {
     for (int i = 0; i < 4; ++i) local.add(v.w[i]);
   }
   float amax = local.value();
+  if constexpr (kWarpReduxMax && G / 8 == kWarpSize / 2) {
+    // A group per half-warp: one redux.sync over each half (the other half gives 0), instead of
+    // four dependent shuffle levels. The amaxes are >= 0 or NaNs with the sign bit clear, which
+    // order as unsigned integers do (warp_max's comment).
+    const bool low_half = threadIdx.x % kWarpSize < kWarpSize / 2;
+    const u32 bits = float_to_bits(amax);
+    const u32 low = warp_max_unsigned(low_half ? bits : 0u), high = warp_max_unsigned(low_half ? 0u : bits);
+    return bits_to_float(low_half ? low : high);
+  } else {
 #pragma unroll
-  for (int mask = G / 16; mask > 0; mask >>= 1) amax = max_keep_nan(amax, shuffle_xor(amax, mask));
-  return amax;
+    for (int mask = G / 16; mask > 0; mask >>= 1) amax = max_keep_nan(amax, shuffle_xor(amax, mask));
+    return amax;
+  }
 }
 
 // Step 7b: per-token-group FP8. scales: the row's first scale (float, or byte for E8M0);
