@@ -1,5 +1,5 @@
 // arfuse._arfuse: what the Python package needs from libarfuse: the version, arfuse's exceptions
-// as Python exceptions carrying the C++ message, spec parsing, the settings table, the cache's
+// as Python exceptions carrying the C++ message, spec parsing, the mode names, the settings table, the cache's
 // stat and verify (all without a GPU), and the group and epilogue calls (group_binding.cpp).
 // Kernel warm-up runs the arfuse-warmup tool itself: python/arfuse/__init__.py.
 #include <nanobind/nanobind.h>
@@ -70,6 +70,23 @@ std::string cache_verify(const std::string& dir) {
   return files.dump();
 }
 
+// The names each mode argument of the calls takes, in the C++ lists' order: the Python package's
+// QUANT_MODES and the like are these, so the two cannot drift apart.
+template <typename Value>
+nlohmann::json names(const std::vector<Value>& values) {
+  nlohmann::json out = nlohmann::json::array();
+  for (Value v : values) out.push_back(jit::to_string(v));
+  return out;
+}
+
+std::string modes() {
+  return nlohmann::json{{"quant", names(jit::all_quants())},
+                        {"norm", names(jit::all_norms())},
+                        {"scale_format", names(jit::all_scale_formats())},
+                        {"scale_layout", names(jit::all_scale_layouts())}}
+      .dump();
+}
+
 std::string settings_table() {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& v : settings::all()) {
@@ -99,6 +116,7 @@ NB_MODULE(_arfuse, m) {
   m.def("default_cache_dir", [] { return cache::default_cache_dir(); });
   m.def("cache_stat", &cache_stat, nb::arg("dir") = "", "Counts entries, bad entries and temporaries (JSON).");
   m.def("cache_verify", &cache_verify, nb::arg("dir") = "", "Checks every entry (JSON list).");
+  m.def("modes", &modes, "The names of every quant, norm, scale_format and scale_layout (JSON).");
   m.def("settings", &settings_table, "Every ARFUSE_* variable: name, type, default, meaning (JSON).");
   // Raises the exception that a C++ throw of `kind` becomes (tests of the mapping).
   m.def("_raise", [](const std::string& kind, const std::string& message) {

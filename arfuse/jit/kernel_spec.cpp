@@ -262,10 +262,11 @@ Quant parse_quant(std::string_view t) { return parse_enum("quant mode", t, all_q
 Norm parse_norm(std::string_view t) { return parse_enum("norm mode", t, all_norms()); }
 ScaleFormat parse_scale_format(std::string_view t) { return parse_enum("scale format", t, all_scale_formats()); }
 const char* to_string(ScaleLayout v) { return v == ScaleLayout::row_major ? "row_major" : "column_major"; }
-ScaleLayout parse_scale_layout(std::string_view t) {
-  static const std::vector<ScaleLayout> all{ScaleLayout::row_major, ScaleLayout::column_major};
-  return parse_enum("scale layout", t, all);
+const std::vector<ScaleLayout>& all_scale_layouts() {
+  static const std::vector<ScaleLayout> v{ScaleLayout::row_major, ScaleLayout::column_major};
+  return v;
 }
+ScaleLayout parse_scale_layout(std::string_view t) { return parse_enum("scale layout", t, all_scale_layouts()); }
 
 int element_bytes(DType) { return 2; }
 

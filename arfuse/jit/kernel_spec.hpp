@@ -103,6 +103,7 @@ ARFUSE_API const std::vector<DType>& all_dtypes();
 ARFUSE_API const std::vector<Quant>& all_quants();
 ARFUSE_API const std::vector<Norm>& all_norms();
 ARFUSE_API const std::vector<ScaleFormat>& all_scale_formats();
+ARFUSE_API const std::vector<ScaleLayout>& all_scale_layouts();
 
 ARFUSE_API int element_bytes(DType dtype);
 

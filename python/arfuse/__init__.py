@@ -29,7 +29,7 @@ __version__ = _arfuse.version()
 
 __all__ = [
     "Error", "ConfigError", "Unavailable", "UnsupportedTarget", "CompileError", "DeviceError",
-    "PeerTimeout", "CallMismatch", "__version__", "parse_spec", "default_cache_dir", "settings",
+    "PeerTimeout", "CallMismatch", "__version__", "parse_spec", "modes", "default_cache_dir", "settings",
     "cache_stat", "cache_verify", "tool_path", "warmup",
 ]
 
@@ -40,6 +40,12 @@ def parse_spec(text):
     Raises Error naming the bad field and what is allowed.
     """
     return json.loads(_arfuse.parse_spec(text))
+
+
+def modes():
+    """The names each mode argument takes: {"quant": [...], "norm": [...], "scale_format": [...],
+    "scale_layout": [...]}, from the C++ library's own lists."""
+    return json.loads(_arfuse.modes())
 
 
 def default_cache_dir():

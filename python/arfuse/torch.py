@@ -46,16 +46,17 @@ import threading
 import torch
 import torch.distributed as dist
 
-from . import Error, Unavailable, _arfuse
+from . import Error, Unavailable, _arfuse, modes
 
 __all__ = ["Communicator", "local_communicators", "rmsnorm_quant", "group_quant", "QUANT_MODES", "NORM_MODES",
            "SCALE_FORMATS",
            "SCALE_LAYOUTS"]
 
-QUANT_MODES = ("none", "fp8", "fp8_mirror", "fp8_group", "fp8_group_mirror", "mxfp4", "mxfp4_mirror")
-SCALE_FORMATS = ("f32", "ue8m0_f32", "e8m0")
-SCALE_LAYOUTS = ("row_major", "column_major")
-NORM_MODES = ("rms", "gemma")
+_MODES = modes()
+QUANT_MODES = tuple(_MODES["quant"])  # none, fp8, fp8_mirror, fp8_group(_mirror), mxfp4(_mirror)
+SCALE_FORMATS = tuple(_MODES["scale_format"])  # f32, ue8m0_f32, e8m0
+SCALE_LAYOUTS = tuple(_MODES["scale_layout"])  # row_major, column_major
+NORM_MODES = tuple(_MODES["norm"])  # rms, gemma
 _DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "f16"}
 _FP8_DTYPES = {"e4m3fn": torch.float8_e4m3fn, "e4m3fnuz": torch.float8_e4m3fnuz}
 

@@ -65,6 +65,21 @@ def test_check_mode_accepts_the_calls_modes_and_names_what_is_wrong():
         assert words in str(caught.value), (args, str(caught.value))
 
 
+def test_modes_are_the_names_the_calls_accept():
+    modes = arfuse.modes()
+    assert modes["quant"] == ["none", "fp8", "fp8_mirror", "fp8_group", "fp8_group_mirror", "mxfp4", "mxfp4_mirror"]
+    assert modes["norm"] == ["rms", "gemma"]
+    assert modes["scale_format"] == ["f32", "ue8m0_f32", "e8m0"]
+    assert modes["scale_layout"] == ["row_major", "column_major"]
+    check = arfuse._arfuse.check_mode
+    for quant in modes["quant"]:
+        for norm in modes["norm"]:
+            for scale_format in modes["scale_format"]:
+                check(quant, norm, 32, scale_format, "row_major", 256)
+    for layout in modes["scale_layout"]:
+        check("fp8_group", "rms", 128, "f32", layout, 256)
+
+
 def test_settings_list_every_arfuse_variable():
     names = [s["name"] for s in arfuse.settings()]
     assert "ARFUSE_CACHE_DIR" in names and "ARFUSE_DEVICE_BACKEND" in names
