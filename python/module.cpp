@@ -1,6 +1,7 @@
 // arfuse._arfuse: what the Python package needs from libarfuse: the version, arfuse's exceptions
-// as Python exceptions carrying the C++ message, spec parsing, the mode names, the settings table, the cache's
-// stat and verify (all without a GPU), and the group and epilogue calls (group_binding.cpp).
+// as Python exceptions carrying the C++ message, spec parsing, the mode names, the settings table,
+// the cache's stat and verify (all without a GPU), and the group and epilogue calls
+// (group_binding.cpp).
 // Kernel warm-up runs the arfuse-warmup tool itself: python/arfuse/__init__.py.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
