@@ -52,11 +52,13 @@ TEST_CASE("launch bounds: a minimum of resident blocks only where it was measure
   CHECK(min_blocks("fused_ar/h8192/bf16/fp8/rms/w4/s1/sm_90") == 2);
   CHECK(min_blocks("fused_ar/h7688/f16/none/gemma/w2/s1/sm_80") == 2);
   CHECK(min_blocks("fused_ar/h6144/bf16/none/rms/w4/s1/sm_90") == 3);
+  CHECK(min_blocks("fused_ar/h6144/f16/fp8_mirror/gemma/w8/s1/sm_90") == 2);
+  CHECK(min_blocks("fused_ar/h6144/bf16/mxfp4/rms/w8/s1/sm_90") == 2);
   CHECK(min_blocks("rmsnorm_quant/h6144/bf16/fp8/rms/sm_90") == 4);
   CHECK(min_blocks("rmsnorm_quant/h6144/f16/mxfp4_mirror/gemma/sm_90") == 4);
   CHECK(min_blocks("rmsnorm_quant/h6144/bf16/fp8/rms/sm_89") == 4);  // 1536 threads per SM: 4 x 384 fit
   for (const char* none : {"fused_ar/h8192/bf16/fp8/rms/w4/s2/sm_90", "fused_ar/h8192/f16/fp8_mirror/gemma/w8/s1/sm_90",
-                           "fused_ar/h6144/f16/fp8_mirror/gemma/w8/s1/sm_90", "fused_ar/h7680/bf16/fp8/rms/w4/s1/sm_90",
+                           "fused_ar/h6144/bf16/fp8/rms/w8/s2/sm_90", "fused_ar/h7680/bf16/fp8/rms/w4/s1/sm_90",
                            "fused_ar/h4096/bf16/fp8/rms/w4/s1/sm_90", "fused_ar/h16384/bf16/fp8/rms/w2/s1/sm_90",
                            "fused_ar/h8192/bf16/fp8/rms/w4/s1/gfx942", "allreduce/h8192/bf16/w4/s1/sm_90",
                            "rmsnorm_quant/h8192/bf16/fp8/rms/sm_90", "rmsnorm_quant/h6144/bf16/none/rms/sm_90",

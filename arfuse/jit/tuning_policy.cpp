@@ -39,6 +39,14 @@ int rmsnorm_quant_min_blocks(const KernelSpec& spec, const BlockShape& block) {
   return fits(spec, block, 4) ? 4 : 0;
 }
 
+// One-stage fused W = 8 at 384 threads (h6144): left to itself NVRTC gives it 50 registers (3
+// blocks per SM), and a variant it happened to give 66-74 ran 8-13 % faster at 12-128 tokens
+// (docs/performance-notes.md section 21): a fold over 8 peers wants more loads in flight. 2 blocks
+// allow 85 registers. Not at 512 threads, where ptxas spills under 2 blocks.
+int fused_w8_min_blocks(const KernelSpec& spec, const BlockShape& block) {
+  return block.threads == 384 && fits(spec, block, 2) ? 2 : 0;
+}
+
 }  // namespace
 
 int min_resident_blocks(const KernelSpec& spec, const BlockShape& block) {
@@ -49,9 +57,10 @@ int min_resident_blocks(const KernelSpec& spec, const BlockShape& block) {
   // cause; ncu cannot profile the virtual-rank kernels to say which part). Only where it was
   // measured: a minimum of 2 at 384 threads took 72 registers and lost the third block (+20 %),
   // rmsnorm_quant at h8192 did not change, and at W = 8 the capped kernels spill (ptxas,
-  // sm_90: 4-84 bytes), so W = 8 keeps no minimum.
-  const bool fused_one_stage = spec.module == Module::fused_ar && spec.stage == 1 && spec.world <= 4;
+  // sm_90: 4-84 bytes), so W = 8 has its own rule (fused_w8_min_blocks).
+  const bool fused_one_stage = spec.module == Module::fused_ar && spec.stage == 1;
   if (spec.target.vendor() != Vendor::nvidia || !fused_one_stage || block.vectors_per_thread != 2) return 0;
+  if (spec.world > 4) return fused_w8_min_blocks(spec, block);
   const int blocks = block.threads == 512 ? 2 : block.threads == 384 ? 3 : 0;
   return fits(spec, block, blocks) ? blocks : 0;
 }
