@@ -51,7 +51,8 @@ ARFUSE_API unsigned grid_blocks(int rows, int blocks_per_multiprocessor, int mul
 // fused kernel of up to 4 ranks with two vectors a thread on NVIDIA: 2 at 512 threads (hidden
 // 7688 to 8192), 3 at 384 (hidden 5640 to 6144), measured on the H200
 // (docs/performance-notes.md sections 9, 9a, 10); for the quantising rmsnorm_quant on NVIDIA:
-// 4 at 384 threads x 2 vectors (section 17); 0 elsewhere, and where those blocks would not fit
+// 4 at 384 threads x 2 vectors (section 17); for the one-stage fused kernel of 8 ranks, 2 at 384
+// threads (section 22); 0 elsewhere, and where those blocks would not fit
 // the threads of one multiprocessor (sm_75 holds 1024: ptxas would ignore the minimum).
 ARFUSE_API int min_resident_blocks(const KernelSpec& spec, const BlockShape& block);
 
