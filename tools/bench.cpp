@@ -106,11 +106,10 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       DeviceBuffer weight(ctx.device(), std::size_t(s.hidden) * 2);
       weight.upload(w);
       for (int i = 0; i < k; ++i) {
-        sets.push_back(
-            Set{DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2),
-                DeviceBuffer(ctx.device(), n * 2),
-                DeviceBuffer(ctx.device(), scale_buffer_bytes(std::size_t(s.tokens), std::size_t(s.hidden))),
-                DeviceBuffer(ctx.device(), mirror ? n * 2 : 16)});
+        sets.push_back(Set{DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2),
+                           DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2),
+                           DeviceBuffer(ctx.device(), scale_buffer_bytes(std::size_t(s.tokens), std::size_t(s.hidden))),
+                           DeviceBuffer(ctx.device(), mirror ? n * 2 : 16)});
         sets.back().in.upload(in), sets.back().res.upload(res);
       }
       auto args_for = [&](int i) {
