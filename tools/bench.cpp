@@ -47,7 +47,8 @@ options:
   --shapes LIST   tokens x hidden, e.g. 2517x6144,12x6144 (default: 12x6144,128x8192,512x6144,
                   2517x6144,4097x6144,2048x8192)
   --quant LIST    output modes: none (T out), fp8 (per token), fp8_group (group 128, fp32
-                  scales), mxfp4 (default: none,fp8)
+                  scales), mxfp4, and fp8_mirror, fp8_group_mirror, mxfp4_mirror (also y in T,
+                  checked and counted; the unfused path's y is the mirror) (default: none,fp8)
   --world N       ranks for fused/allreduce (default 4)
   --stage N       force 1 or 2 for fused (default: the tuning table)
   --pdl           (epilogue) also time a producer kernel that writes the input followed by
@@ -98,16 +99,17 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       const Bits16 in = random_bits(rng, n), res = random_bits(rng, n),
                    w = random_bits(rng, std::size_t(s.hidden), 0.5f);
       struct Set {
-        DeviceBuffer in, res, res_out, out, scales;
+        DeviceBuffer in, res, res_out, out, scales, mirror;
       };
+      const bool mirror = jit::writes_mirror(q);
       std::vector<Set> sets;
       DeviceBuffer weight(ctx.device(), std::size_t(s.hidden) * 2);
       weight.upload(w);
       for (int i = 0; i < k; ++i) {
-        sets.push_back(
-            Set{DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2),
-                DeviceBuffer(ctx.device(), n * 2),
-                DeviceBuffer(ctx.device(), scale_buffer_bytes(std::size_t(s.tokens), std::size_t(s.hidden)))});
+        sets.push_back(Set{DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2),
+                           DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2),
+                           DeviceBuffer(ctx.device(), scale_buffer_bytes(std::size_t(s.tokens), std::size_t(s.hidden))),
+                           DeviceBuffer(ctx.device(), mirror ? n * 2 : 16)});
         sets.back().in.upload(in), sets.back().res.upload(res);
       }
       auto args_for = [&](int i) {
@@ -116,7 +118,7 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
         a.input = set.in.get(), a.residual_in = set.res.get(), a.residual_out = set.res_out.get(),
         a.weight = weight.get();
         a.out = set.out.get(), a.scales = set.scales.get(), a.tokens = s.tokens, a.hidden = s.hidden;
-        a.quant = q, a.group = kBenchGroupSize;
+        a.quant = q, a.group = kBenchGroupSize, a.mirror = mirror ? set.mirror.get() : nullptr;
         return a;
       };
       Stream stream(ctx.device());
@@ -128,12 +130,19 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       reference::EpilogueConfig config{s.hidden, DType::bf16, q, jit::Norm::rms, 1e-6f, ctx.device().target()};
       config.group = kBenchGroupSize;
       const auto e = reference::epilogue(config, s.tokens, in, res, w);
-      // Set 0's outputs (written by the last call on it) against the reference.
+      // Set 0's outputs against the reference.
       auto check_outputs = [&](Row& checked) {
         checked.exact = true;
         compare_epilogue_outputs(checked, q, s.hidden, config.target.fp8_format(), sets[0].res_out, sets[0].out,
-                                 sets[0].scales, e);
+                                 sets[0].scales, mirror ? &sets[0].mirror : nullptr, e);
       };
+      auto poison_outputs = [&] {
+        for (auto* b : {&sets[0].res_out, &sets[0].out, &sets[0].scales, &sets[0].mirror}) b->fill(0xff);
+      };
+      // Exactness of one more call, on poisoned outputs.
+      poison_outputs();
+      rmsnorm_quant(ctx, args_for(0), stream);
+      stream.synchronize();
       check_outputs(row);
       row.resources = describe_resources(ctx.kernel(
           ctx.spec(jit::Module::rmsnorm_quant, s.hidden, DType::bf16, q, jit::Norm::rms, 1, 1, kBenchGroupSize)));
@@ -175,7 +184,8 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
                    times[size_t(pdl)],
                    double(call_bytes + n * 2 * 2)};
         // Exactness of one more call of this variant, on a poisoned input and poisoned outputs.
-        for (auto* b : {&sets[0].in, &sets[0].res_out, &sets[0].out, &sets[0].scales}) b->fill(0xff);
+        sets[0].in.fill(0xff);
+        poison_outputs();
         pair(pdl == 1)(0, 0);
         stream.synchronize();
         check_outputs(paired);

@@ -40,7 +40,7 @@ struct Workload {
     const Device& dev = g.rank(0).device();
     n = std::size_t(s.tokens) * std::size_t(s.hidden);
     const std::size_t out_bytes = output_bytes(q, std::size_t(s.tokens), std::size_t(s.hidden));
-    rank_bytes = n * 2 * 3 + out_bytes;  // input, residual in/out, out
+    rank_bytes = n * 2 * 3 + out_bytes;  // input, residual in/out, out (+ scales, mirror)
     k = rotation(rank_bytes * std::size_t(world));
     for (int r = 0; r < world; ++r) inputs.push_back(random_bits(rng, n));
     residual = random_bits(rng, n), weight = random_bits(rng, std::size_t(s.hidden), 0.5f);
@@ -72,6 +72,7 @@ struct Workload {
     a.input = g.rank(r).input_buffer(), a.residual_in = x.res.get(), a.residual_out = x.res_out.get();
     a.weight = weights[size_t(r)]->get(), a.out = x.out.get(), a.scales = x.scales.get();
     a.tokens = s.tokens, a.hidden = s.hidden, a.quant = q, a.group = kBenchGroupSize;
+    a.mirror = jit::writes_mirror(q) ? x.y.get() : nullptr;
     g.rank(r).allreduce_rmsnorm(a, *streams[size_t(r)]);
   }
   void allreduce(int r, void* out) {
@@ -81,7 +82,7 @@ struct Workload {
   }
   // The unfused path: all-reduce, then residual + RMSNorm, then the quantiser of the mode
   // (token_quant for per-token FP8, group_quant for fp8_group and MXFP4): three kernels, as an
-  // engine without the fusion runs them.
+  // engine without the fusion runs them. In the _mirror modes y is the mirror.
   void unfused(int r, int c) {
     Set& x = set(r, c);
     allreduce(r, x.sum.get());
@@ -90,15 +91,16 @@ struct Workload {
     e.weight = weights[size_t(r)]->get();
     e.out = q == Quant::none ? x.out.get() : x.y.get(), e.tokens = s.tokens, e.hidden = s.hidden;
     rmsnorm_quant(g.rank(r).context(), e, *streams[size_t(r)]);
-    if (q == Quant::fp8) {
+    const Quant quantiser = without_mirror(q);
+    if (quantiser == Quant::fp8) {
       TokenQuantArgs t;
       t.input = x.y.get(), t.out = x.out.get(), t.scales = static_cast<float*>(x.scales.get()), t.tokens = s.tokens,
       t.hidden = s.hidden;
       token_quant(g.rank(r).context(), t, *streams[size_t(r)]);
-    } else if (q != Quant::none) {
+    } else if (quantiser != Quant::none) {
       GroupQuantArgs t;
       t.input = x.y.get(), t.out = x.out.get(), t.scales = x.scales.get(), t.tokens = s.tokens, t.hidden = s.hidden;
-      t.quant = q, t.group = kBenchGroupSize;  // fp32 scales, row-major: the defaults
+      t.quant = quantiser, t.group = kBenchGroupSize;  // fp32 scales, row-major: the defaults
       group_quant(g.rank(r).context(), t, *streams[size_t(r)]);
     }
   }
@@ -110,7 +112,8 @@ struct Workload {
 
   void poison_outputs() {
     for (int r = 0; r < g.world(); ++r) {
-      for (auto* b : {&sets[size_t(r)][0].res_out, &sets[size_t(r)][0].out, &sets[size_t(r)][0].scales}) b->fill(0xff);
+      Set& x = sets[size_t(r)][0];
+      for (auto* b : {&x.res_out, &x.out, &x.scales, &x.y}) b->fill(0xff);
     }
   }
 
@@ -124,7 +127,8 @@ struct Workload {
     row.exact = true;
     for (int r = 0; r < g.world(); ++r) {
       Set& x = sets[size_t(r)][0];
-      compare_epilogue_outputs(row, q, s.hidden, config.target.fp8_format(), x.res_out, x.out, x.scales, *expected);
+      compare_epilogue_outputs(row, q, s.hidden, config.target.fp8_format(), x.res_out, x.out, x.scales,
+                               jit::writes_mirror(q) ? &x.y : nullptr, *expected);
     }
   }
 
@@ -175,12 +179,16 @@ std::vector<Row> bench_fused(const CommandLine& cl) {
       }
       const auto times = time_interleaved(group->rank(0).device(), w.streams, variants, replays_of(cl), runs_of(cl));
       w.finish();
-      // The last variant timed (unfused) wrote the outputs; run fused once more to check it.
+      // Exactness of one more call of each path, on poisoned outputs.
       Row unfused{"unfused", world, s, out_name(q), times[1], double(w.rank_bytes * size_t(world))};
+      w.poison_outputs();
+      for (int r = 0; r < world; ++r) w.unfused(r, 0);
+      w.finish();
       w.compare_epilogue(unfused);
+      Row fused{fmt::format("fused s{}", stage), world, s, out_name(q), times[0], double(w.rank_bytes * size_t(world))};
+      w.poison_outputs();
       for (int r = 0; r < world; ++r) w.fused(r, 0);
       w.finish();
-      Row fused{fmt::format("fused s{}", stage), world, s, out_name(q), times[0], double(w.rank_bytes * size_t(world))};
       w.compare_epilogue(fused);
       fused.resources = fused_resources(*group, s, q, stage);
       rows.push_back(fused), rows.push_back(unfused);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "arfuse/base/error.hpp"
 #include "arfuse/reference/numerics.hpp"
 
 namespace arfuse::tools {
@@ -41,29 +42,44 @@ std::vector<Shape> parse_shapes(const std::string& text) {
 }
 
 std::vector<jit::Quant> parse_quants(const std::string& text) {
-  static const std::vector<std::string> allowed{"none", "fp8", "fp8_group", "mxfp4"};
   std::vector<jit::Quant> out;
   for (const std::string& item : split_commas(text)) {
-    if (std::find(allowed.begin(), allowed.end(), item) == allowed.end()) {
-      throw UsageError(fmt::format("--quant: '{}' is not one of none, fp8, fp8_group, mxfp4 (comma-separated)", item));
+    const auto& all = jit::all_quants();
+    const auto known = std::find_if(all.begin(), all.end(), [&](jit::Quant q) { return jit::to_string(q) == item; });
+    if (known == all.end()) {
+      throw UsageError(fmt::format(
+          "--quant: '{}' is not one of none, fp8, fp8_mirror, fp8_group, fp8_group_mirror, mxfp4, mxfp4_mirror "
+          "(comma-separated)",
+          item));
     }
-    out.push_back(jit::parse_quant(item));
+    out.push_back(*known);
   }
   return out;
 }
 
+jit::Quant without_mirror(jit::Quant q) {
+  switch (q) {
+    case jit::Quant::fp8_mirror: return jit::Quant::fp8;
+    case jit::Quant::fp8_group_mirror: return jit::Quant::fp8_group;
+    case jit::Quant::mxfp4_mirror: return jit::Quant::mxfp4;
+    default: return q;
+  }
+}
+
 std::string out_name(jit::Quant q) {
-  if (q == jit::Quant::fp8_group) return fmt::format("fp8_group{}", kBenchGroupSize);
+  if (without_mirror(q) == jit::Quant::fp8_group) {
+    return fmt::format("fp8_group{}{}", kBenchGroupSize, jit::writes_mirror(q) ? "_mirror" : "");
+  }
   return q == jit::Quant::none ? "bf16" : jit::to_string(q);
 }
 
 std::size_t output_bytes(jit::Quant q, std::size_t tokens, std::size_t hidden) {
-  const std::size_t n = tokens * hidden;
-  switch (q) {
+  const std::size_t n = tokens * hidden, mirror = jit::writes_mirror(q) ? n * 2 : 0;
+  switch (without_mirror(q)) {
     case jit::Quant::none: return n * 2;
-    case jit::Quant::fp8: return n + tokens * 4;
-    case jit::Quant::fp8_group: return n + tokens * (hidden / kBenchGroupSize) * 4;
-    case jit::Quant::mxfp4: return n / 2 + tokens * (hidden / 32);
+    case jit::Quant::fp8: return n + tokens * 4 + mirror;
+    case jit::Quant::fp8_group: return n + tokens * (hidden / kBenchGroupSize) * 4 + mirror;
+    case jit::Quant::mxfp4: return n / 2 + tokens * (hidden / 32) + mirror;
     default: throw UsageError(fmt::format("the bench does not time quant {}", jit::to_string(q)));
   }
 }
@@ -130,9 +146,15 @@ void compare_block_scaled(Row& row, DeviceBuffer& out, DeviceBuffer& scales, con
 }
 
 void compare_epilogue_outputs(Row& row, jit::Quant quant, int hidden, jit::Fp8Format format, DeviceBuffer& residual_out,
-                              DeviceBuffer& out, DeviceBuffer& scales, const reference::EpilogueOutputs& e) {
+                              DeviceBuffer& out, DeviceBuffer& scales, DeviceBuffer* mirror,
+                              const reference::EpilogueOutputs& e) {
   const std::size_t n = e.residual_out.size(), tokens = n / std::size_t(hidden);
   compare_t(row, residual_out.download<std::uint16_t>(n), e.residual_out);
+  if (jit::writes_mirror(quant)) {
+    if (mirror == nullptr) throw Error("compare_epilogue_outputs: a _mirror mode needs the mirror buffer");
+    compare_t(row, mirror->download<std::uint16_t>(n), e.mirror);
+  }
+  quant = without_mirror(quant);
   if (quant == jit::Quant::none) {
     compare_t(row, out.download<std::uint16_t>(n), e.out);
   } else if (quant == jit::Quant::fp8) {

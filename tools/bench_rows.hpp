@@ -41,11 +41,13 @@ std::vector<Shape> parse_shapes(const std::string& text);
 // The group size of the bench's fp8_group rows (fp32 scales, row-major: the calls' defaults).
 constexpr int kBenchGroupSize = 128;
 
-// none, fp8, fp8_group (kBenchGroupSize) and mxfp4.
+// Every quant mode by name: none, fp8, fp8_group (kBenchGroupSize), mxfp4, and their _mirror modes.
 std::vector<jit::Quant> parse_quants(const std::string& text);
-// What a row's output is called in the tables: bf16, fp8, fp8_group128, mxfp4.
+// The mode a _mirror mode quantises to (fp8_mirror -> fp8); any other mode itself.
+jit::Quant without_mirror(jit::Quant quant);
+// What a row's output is called in the tables: bf16, fp8, fp8_group128, mxfp4, fp8_mirror, ...
 std::string out_name(jit::Quant quant);
-// Bytes one call writes as output and scales for tokens x hidden (T = bf16).
+// Bytes one call writes as output, scales and mirror for tokens x hidden (T = bf16).
 std::size_t output_bytes(jit::Quant quant, std::size_t tokens, std::size_t hidden);
 // Bytes a scales buffer needs for any mode parse_quants takes.
 std::size_t scale_buffer_bytes(std::size_t tokens, std::size_t hidden);
@@ -63,10 +65,12 @@ void compare_bytes(Row& row, const std::vector<std::uint8_t>& got, const std::ve
 // A block-scaled row's codes and scales (fp32 or E8M0 bytes) against the reference, byte for byte.
 void compare_block_scaled(Row& row, DeviceBuffer& out, DeviceBuffer& scales,
                           const reference::EpilogueOutputs& expected);
-// One call's epilogue outputs (residual_out, then out and scales as mode `quant` has them)
-// against the reference, and-ed into `row`.
+// One call's epilogue outputs (residual_out, the mirror in the _mirror modes, then out and scales
+// as mode `quant` has them) against the reference, and-ed into `row`. mirror: null unless a
+// _mirror mode.
 void compare_epilogue_outputs(Row& row, jit::Quant quant, int hidden, jit::Fp8Format format, DeviceBuffer& residual_out,
-                              DeviceBuffer& out, DeviceBuffer& scales, const reference::EpilogueOutputs& expected);
+                              DeviceBuffer& out, DeviceBuffer& scales, DeviceBuffer* mirror,
+                              const reference::EpilogueOutputs& expected);
 void compare_fp8(Row& row, const std::vector<std::uint8_t>& q, const std::vector<float>& scales,
                  const std::vector<std::uint8_t>& q_expected, const std::vector<float>& scales_expected, int hidden,
                  jit::Fp8Format format);
