@@ -44,15 +44,11 @@ std::vector<Shape> parse_shapes(const std::string& text) {
 std::vector<jit::Quant> parse_quants(const std::string& text) {
   std::vector<jit::Quant> out;
   for (const std::string& item : split_commas(text)) {
-    const auto& all = jit::all_quants();
-    const auto known = std::find_if(all.begin(), all.end(), [&](jit::Quant q) { return jit::to_string(q) == item; });
-    if (known == all.end()) {
-      throw UsageError(fmt::format(
-          "--quant: '{}' is not one of none, fp8, fp8_mirror, fp8_group, fp8_group_mirror, mxfp4, mxfp4_mirror "
-          "(comma-separated)",
-          item));
+    try {
+      out.push_back(jit::parse_quant(item));
+    } catch (const Error& e) {
+      throw UsageError(fmt::format("--quant: {} (comma-separated)", e.what()));
     }
-    out.push_back(*known);
   }
   return out;
 }
@@ -67,7 +63,7 @@ jit::Quant without_mirror(jit::Quant q) {
 }
 
 std::string out_name(jit::Quant q) {
-  if (without_mirror(q) == jit::Quant::fp8_group) {
+  if (jit::is_group_fp8(q)) {
     return fmt::format("fp8_group{}{}", kBenchGroupSize, jit::writes_mirror(q) ? "_mirror" : "");
   }
   return q == jit::Quant::none ? "bf16" : jit::to_string(q);
