@@ -2,9 +2,12 @@
 // the first mismatch, and a device available check for [gpu] tests.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -69,10 +72,30 @@ inline int count_of(const std::string& text, const std::string& word) {
   return n;
 }
 
-// A new empty folder under /tmp named after `prefix`.
+// The folders fresh_dir made, removed with everything in them when the test process that made
+// them exits; a forked child that exits leaves them to that process.
+class MadeFolders {
+ public:
+  void add(const std::string& path) { paths_.push_back(path); }
+  ~MadeFolders() {
+    if (getpid() != owner_) return;
+    for (const auto& path : paths_) {
+      std::error_code ignored;  // a test may have left a folder unreadable; nothing to do then
+      std::filesystem::remove_all(path, ignored);
+    }
+  }
+
+ private:
+  pid_t owner_ = getpid();
+  std::vector<std::string> paths_;
+};
+
+// A new empty folder under /tmp named after `prefix`, removed when the test process exits.
 inline std::string fresh_dir(const std::string& prefix = "arfuse-test") {
+  static MadeFolders made;
   std::string pattern = "/tmp/" + prefix + "-XXXXXX";
   REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  made.add(pattern);
   return pattern;
 }
 

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -39,12 +40,12 @@ CacheOptions options_for(const std::string& dir) {
   return o;
 }
 
+// Files in `dir` (not below it) whose name starts with ".tmp-": writes not yet renamed into place.
 int count_temporaries(const std::string& dir) {
-  std::string cmd = "ls -A " + dir + " | grep -c '^\\.tmp-' > /tmp/arfuse-tmpcount; true";
-  REQUIRE(std::system(cmd.c_str()) == 0);
-  std::ifstream in("/tmp/arfuse-tmpcount");
   int n = 0;
-  in >> n;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().filename().string().rfind(".tmp-", 0) == 0) ++n;
+  }
   return n;
 }
 

@@ -46,6 +46,10 @@ TEST_CASE("spec validation names the bad value and what is allowed", "[cpu][spec
                       Contains("stage 3") && Contains("1 and 2"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("fused_ar/h6144/bf16/fp8/rms/sm_90"),
                       Contains("has 6 fields") && Contains("w4/s1"));
+  // The example has the fields the given mode needs: a group mode's size and scale format.
+  REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h8192/f16/fp8_group/gemma/sm_90"),
+                      Contains("has 6 fields") && Contains("has 8") &&
+                          Contains("'rmsnorm_quant/h7168/bf16/fp8_group/g128/f32/rms/sm_90'"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("conv/h6144/bf16/sm_90"), Contains("unknown module 'conv'"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("token_quant/h6144/bf16/sm_52"), Contains("sm_70 or later"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("token_quant/h6144/bf16/volta"), Contains("unknown target 'volta'"));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,18 @@ Enum parse_enum(std::string_view what, std::string_view text, const std::vector<
     allowed += to_string(v);
   }
   throw Error(fmt::format("unknown {} '{}': allowed are {}", what, text, allowed));
+}
+
+// A spec of `module` as parse reads it, in `quant` where the module takes it (a group mode's example
+// then shows its group fields).
+std::string example_text(Module module, std::optional<Quant> quant) {
+  KernelSpec e;
+  e.module = module, e.hidden = 7168, e.dtype = DType::bf16, e.norm = Norm::rms, e.world = 4, e.stage = 1;
+  e.quant = quant && takes_quant(module, *quant) ? *quant
+            : module == Module::group_quant      ? Quant::fp8_group
+                                                 : Quant::fp8;
+  e.group = 128, e.scale = ScaleFormat::f32;
+  return e.text();
 }
 
 std::vector<std::string_view> split(std::string_view text, char sep) {
@@ -132,15 +145,12 @@ KernelSpec KernelSpec::parse(std::string_view text) {
   s.module = parse_module(parts[0]);
   size_t expected = 4 + (uses_quant(s.module) ? 1 : 0) + (uses_norm(s.module) ? 1 : 0) + (uses_world(s.module) ? 2 : 0);
   // A group FP8 mode carries its group size and scale format after it.
-  if (uses_quant(s.module) && parts.size() > 3 && is_group_fp8(parse_quant(parts[3]))) expected += 2;
+  const std::optional<Quant> quant =
+      uses_quant(s.module) && parts.size() > 3 ? std::optional<Quant>(parse_quant(parts[3])) : std::nullopt;
+  if (quant && is_group_fp8(*quant)) expected += 2;
   if (parts.size() != expected) {
     throw Error(fmt::format("spec '{}' has {} fields; a {} spec has {}, e.g. '{}'", text, parts.size(),
-                            to_string(s.module), expected,
-                            s.module == Module::fused_ar      ? "fused_ar/h6144/bf16/fp8/rms/w4/s1/sm_90"
-                            : s.module == Module::allreduce   ? "allreduce/h6144/bf16/w4/s1/sm_90"
-                            : s.module == Module::token_quant ? "token_quant/h6144/bf16/sm_90"
-                            : s.module == Module::group_quant ? "group_quant/h7168/bf16/fp8_group/g128/f32/sm_90"
-                                                              : "rmsnorm_quant/h6144/bf16/fp8/rms/sm_90"));
+                            to_string(s.module), expected, example_text(s.module, quant)));
   }
   size_t i = 1;
   s.hidden = parse_prefixed_int(parts[i++], 'h', "hidden", text);
