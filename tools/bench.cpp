@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -196,9 +197,32 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
   return rows;
 }
 
+namespace {
+
+// The compile mode's own cache folder (under $TMPDIR, else /tmp), removed with its entries when
+// the mode ends.
+class ScratchCacheFolder {
+ public:
+  ScratchCacheFolder() {
+    const char* tmp = std::getenv("TMPDIR");
+    path_ = std::string(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp") + "/arfuse-bench-XXXXXX";
+    if (mkdtemp(path_.data()) == nullptr)
+      throw Error(fmt::format("cannot create a folder for the compile timings: {}", path_));
+  }
+  ~ScratchCacheFolder() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
 void bench_compile(const CommandLine&) {
-  char dir[] = "/tmp/arfuse-bench-XXXXXX";
-  if (!mkdtemp(dir)) throw Error("mkdtemp failed");
+  const ScratchCacheFolder dir;
   const std::vector<std::string> specs{
       "rmsnorm_quant/h6144/bf16/fp8/rms/sm_90",         "rmsnorm_quant/h2880/f16/none/gemma/sm_90",
       "rmsnorm_quant/h8192/bf16/fp8_mirror/rms/sm_90",  "rmsnorm_quant/h4096/f16/fp8/gemma/sm_90",
@@ -208,7 +232,7 @@ void bench_compile(const CommandLine&) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
   cache::CacheOptions o;
-  o.dir = dir;
+  o.dir = dir.path();
   jit::nvrtc_compiler();  // load NVRTC outside the timings
   std::vector<double> cold, disk, memory;
   {
