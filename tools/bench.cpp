@@ -19,6 +19,7 @@
 #include "arfuse/reference/model.hpp"
 #include "arfuse/runtime/epilogue.hpp"
 
+#include "bench_compare.hpp"
 #include "bench_modes.hpp"
 #include "bench_report.hpp"
 #include "cli.hpp"
@@ -43,6 +44,10 @@ modes:
   allreduce  the plain all-reduce, one-stage against two-stage, interleaved
   compile    JIT cold compile, disk hit and memory hit (needs no GPU)
   report     re-print a saved --json FILE as a table (and --svg); needs no GPU
+  compare    LABEL=FILE[,FILE...] LABEL=FILE[,FILE...] ...: the rows of saved --json runs of
+             several builds or template folders (ARFUSE_TEMPLATE_DIR) side by side, each
+             label's medians run by run and the change of their mean against the first
+             label's; exit status 1 when a checked row was not bit-exact; needs no GPU
 
 options:
   --shapes LIST   tokens x hidden, e.g. 2517x6144,12x6144 (default: 12x6144,128x8192,512x6144,
@@ -290,14 +295,7 @@ namespace {
 
 void emit(Report report, const CommandLine& cl) {
   for (const auto& file : cl.values("peers")) {
-    std::ifstream in(file);
-    if (!in) throw Error(fmt::format("--peers {}: cannot read it", file));
-    nlohmann::json j;
-    try {
-      in >> j;
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("--peers {}: not JSON: {}", file, e.what()));
-    }
+    const nlohmann::json j = read_json(file, "--peers " + file);
     for (auto& row : peer_rows_from_json(j, file)) report.rows.push_back(row);
   }
   print_markdown(report);
@@ -354,30 +352,38 @@ int bench_main(int argc, char** argv) {
                  {"shapes", "quant", "world", "stage", "runs", "replays", "json", "svg", "peers", "tune", "hidden",
                   "tokens", "backend"});
   select_backend(cl.value("backend", ""));
-  if (cl.positional().empty() || cl.positional().size() > 2) {
-    throw UsageError("expected one mode: epilogue, fused, allreduce, compile or report FILE");
+  if (cl.positional().empty()) {
+    throw UsageError("expected one mode: epilogue, fused, allreduce, compile, report FILE or compare LABEL=FILE...");
   }
-  const std::string mode = cl.positional()[0];
+  const std::vector<std::string>& args = cl.positional();
+  const std::string mode = args[0];
+  if (mode != "epilogue" && mode != "fused" && mode != "allreduce" && mode != "compile" && mode != "report" &&
+      mode != "compare") {
+    throw UsageError(
+        fmt::format("unknown mode '{}': use epilogue, fused, allreduce, compile, report or compare", mode));
+  }
+  if (mode == "compare") {
+    if (args.size() < 3) throw UsageError("compare takes two or more LABEL=FILE[,FILE...]");
+    std::vector<Variant> variants;
+    for (std::size_t i = 1; i < args.size(); ++i) {
+      variants.push_back(load_variant(args[i]));
+      for (std::size_t j = 0; j + 1 < variants.size(); ++j) {
+        if (variants[j].label == variants.back().label)
+          throw UsageError(fmt::format("compare: the label '{}' is given twice", variants.back().label));
+      }
+    }
+    return print_comparison(variants) ? 0 : 1;
+  }
+  if (mode == "report") {
+    if (args.size() != 2) throw UsageError("report takes the JSON file a run wrote with --json");
+    emit(read_report(args[1]), cl);
+    return 0;
+  }
+  if (args.size() != 1)
+    throw UsageError(fmt::format("{} takes no argument besides its options, not '{}'", mode, args[1]));
   if (mode == "compile") {
     bench_compile(cl);
     return 0;
-  }
-  if (mode == "report") {
-    if (cl.positional().size() != 2) throw UsageError("report takes the JSON file a run wrote with --json");
-    std::ifstream in(cl.positional()[1]);
-    if (!in) throw Error(fmt::format("cannot read {}", cl.positional()[1]));
-    nlohmann::json j;
-    try {
-      in >> j;
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("{} is not JSON: {}", cl.positional()[1], e.what()));
-    }
-    Report r = report_from_json(j, cl.positional()[1]);
-    emit(r, cl);
-    return 0;
-  }
-  if (mode != "epilogue" && mode != "fused" && mode != "allreduce") {
-    throw UsageError(fmt::format("unknown mode '{}': use epilogue, fused, allreduce, compile or report", mode));
   }
   if (cl.has("tune")) {
     if (mode != "fused") throw UsageError("--tune goes with the fused mode");

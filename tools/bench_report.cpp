@@ -106,6 +106,20 @@ Report report_from_json(const nlohmann::json& j, const std::string& origin) {
   }
 }
 
+nlohmann::json read_json(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("{}: cannot read it", what));
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: not JSON: {}", what, e.what()));
+  }
+  return j;
+}
+
+Report read_report(const std::string& path) { return report_from_json(read_json(path, path), path); }
+
 std::vector<Row> peer_rows_from_json(const nlohmann::json& j, const std::string& origin) {
   try {
     std::vector<Row> rows;

@@ -23,6 +23,11 @@ void print_markdown(const Report& report);
 nlohmann::json to_json(const Report& report);
 // Throws Error naming what is missing when `json` is not a report this tool wrote.
 Report report_from_json(const nlohmann::json& json, const std::string& origin);
+// The JSON in the file at `path`; Error, its message starting with `what`, when it cannot be read
+// or parsed.
+nlohmann::json read_json(const std::string& path, const std::string& what);
+// The report a run wrote with --json to `path`; Error when it cannot be read or is not one.
+Report read_report(const std::string& path);
 // Rows measured elsewhere (tools/torch_bench.py --json) to show side by side.
 std::vector<Row> peer_rows_from_json(const nlohmann::json& json, const std::string& origin);
 void write_svg(const Report& report, const std::string& path);
