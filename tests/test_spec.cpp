@@ -50,6 +50,15 @@ TEST_CASE("spec validation names the bad value and what is allowed", "[cpu][spec
   REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h8192/f16/fp8_group/gemma/sm_90"),
                       Contains("has 6 fields") && Contains("has 8") &&
                           Contains("'rmsnorm_quant/h7168/bf16/fp8_group/g128/f32/rms/sm_90'"));
+  // Without a mode both counts are named, so the count fits whichever example follows.
+  REQUIRE_THROWS_WITH(KernelSpec::parse("group_quant/h6144"),
+                      Contains("has 2 fields") && Contains("has 5, or 7 in a group FP8 mode") &&
+                          Contains("'group_quant/h7168/bf16/fp8_group/g128/f32/sm_90'"));
+  REQUIRE_THROWS_WITH(KernelSpec::parse("fused_ar/h6144/bf16/mxfp4/rms/sm_90"),
+                      Contains("has 8 in mxfp4") && Contains("'fused_ar/h7168/bf16/mxfp4/rms/w4/s1/sm_90'"));
+  // A mode the module does not take is named first, whatever the count.
+  REQUIRE_THROWS_WITH(KernelSpec::parse("group_quant/h6144/bf16/fp8/g128/f32/sm_90"),
+                      Contains("fp8_group or mxfp4, not fp8"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("conv/h6144/bf16/sm_90"), Contains("unknown module 'conv'"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("token_quant/h6144/bf16/sm_52"), Contains("sm_70 or later"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("token_quant/h6144/bf16/volta"), Contains("unknown target 'volta'"));

@@ -23,16 +23,28 @@ Enum parse_enum(std::string_view what, std::string_view text, const std::vector<
   throw Error(fmt::format("unknown {} '{}': allowed are {}", what, text, allowed));
 }
 
-// A spec of `module` as parse reads it, in `quant` where the module takes it (a group mode's example
-// then shows its group fields).
+// A spec of `module` as parse reads it, in `quant` where known (a group mode's example then shows
+// its group fields).
 std::string example_text(Module module, std::optional<Quant> quant) {
   KernelSpec e;
   e.module = module, e.hidden = 7168, e.dtype = DType::bf16, e.norm = Norm::rms, e.world = 4, e.stage = 1;
-  e.quant = quant && takes_quant(module, *quant) ? *quant
-            : module == Module::group_quant      ? Quant::fp8_group
-                                                 : Quant::fp8;
+  e.quant = quant ? *quant : module == Module::group_quant ? Quant::fp8_group : Quant::fp8;
   e.group = 128, e.scale = ScaleFormat::f32;
   return e.text();
+}
+
+void check_module_takes(Module module, Quant quant) {
+  if (!takes_quant(module, quant)) {
+    throw Error(fmt::format("group_quant quantises y with fp8_group or mxfp4, not {}", to_string(quant)));
+  }
+}
+
+// How many fields a spec of `module` has: `plain` without a group FP8 mode's two; in `quant` where
+// known, else both counts (the example may be in either).
+std::string field_count_text(Module module, std::optional<Quant> quant, size_t plain) {
+  if (!uses_quant(module)) return fmt::format("{}", plain);
+  if (quant) return fmt::format("{} in {}", plain + (is_group_fp8(*quant) ? 2 : 0), to_string(*quant));
+  return fmt::format("{}, or {} in a group FP8 mode (its group size and scale format)", plain, plain + 2);
 }
 
 std::vector<std::string_view> split(std::string_view text, char sep) {
@@ -96,9 +108,7 @@ void KernelSpec::validate() const {
                     hidden, kMaxHidden));
   }
   const KernelSpec c = canonical();
-  if (!takes_quant(module, quant)) {
-    throw Error(fmt::format("group_quant quantises y with fp8_group or mxfp4, not {}", to_string(quant)));
-  }
+  check_module_takes(module, quant);
   check_block_scaling(c.quant, c.group, hidden);
   if (uses_world(module)) {
     if (world < kMinWorld || world > kMaxWorld) {
@@ -143,14 +153,17 @@ KernelSpec KernelSpec::parse(std::string_view text) {
   auto parts = split(text, '/');
   KernelSpec s;
   s.module = parse_module(parts[0]);
-  size_t expected = 4 + (uses_quant(s.module) ? 1 : 0) + (uses_norm(s.module) ? 1 : 0) + (uses_world(s.module) ? 2 : 0);
+  const size_t plain =
+      4 + (uses_quant(s.module) ? 1 : 0) + (uses_norm(s.module) ? 1 : 0) + (uses_world(s.module) ? 2 : 0);
   // A group FP8 mode carries its group size and scale format after it.
   const std::optional<Quant> quant =
       uses_quant(s.module) && parts.size() > 3 ? std::optional<Quant>(parse_quant(parts[3])) : std::nullopt;
-  if (quant && is_group_fp8(*quant)) expected += 2;
+  if (quant) check_module_takes(s.module, *quant);
+  const size_t expected = plain + (quant && is_group_fp8(*quant) ? 2 : 0);
   if (parts.size() != expected) {
     throw Error(fmt::format("spec '{}' has {} fields; a {} spec has {}, e.g. '{}'", text, parts.size(),
-                            to_string(s.module), expected, example_text(s.module, quant)));
+                            to_string(s.module), field_count_text(s.module, quant, plain),
+                            example_text(s.module, quant)));
   }
   size_t i = 1;
   s.hidden = parse_prefixed_int(parts[i++], 'h', "hidden", text);
