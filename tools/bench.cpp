@@ -306,6 +306,21 @@ void emit(Report report, const CommandLine& cl) {
   if (cl.has("svg")) write_svg(report, cl.value("svg"));
 }
 
+// The files a run writes and the --peers files it reads at its end, checked before it starts: a
+// missing folder or an unreadable peer file is a usage error at once, not the loss of a run's rows.
+void check_files(const CommandLine& cl) {
+  for (const char* option : {"json", "svg", "tune"}) {
+    if (cl.has(option)) require_writable_file(cl.value(option), option);
+  }
+  for (const auto& file : cl.values("peers")) {
+    try {
+      peer_rows_from_json(read_json(file, "--peers " + file), file);
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
+  }
+}
+
 bool through_adapter = false;
 
 // --backend: the device backend for this run (before any device is opened).
@@ -374,6 +389,7 @@ int bench_main(int argc, char** argv) {
     }
     return print_comparison(variants) ? 0 : 1;
   }
+  check_files(cl);
   if (mode == "report") {
     if (args.size() != 2) throw UsageError("report takes the JSON file a run wrote with --json");
     emit(read_report(args[1]), cl);

@@ -2,10 +2,12 @@
 
 #include <errno.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "arfuse/base/error.hpp"
 
@@ -63,6 +65,29 @@ long CommandLine::integer(const std::string& name, long fallback, long min, long
     throw UsageError(fmt::format("--{} must be a whole number from {} to {}, not '{}'", name, min, max, v));
   }
   return n;
+}
+
+void require_writable_file(const std::string& path, const std::string& option) {
+  namespace fs = std::filesystem;
+  if (path.empty()) throw UsageError(fmt::format("--{} needs a file name", option));
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (fs::exists(status)) {
+    if (fs::is_directory(status)) throw UsageError(fmt::format("--{} {}: this is a folder, not a file", option, path));
+    if (access(path.c_str(), W_OK) != 0) {
+      throw UsageError(fmt::format("--{} {}: cannot be written ({})", option, path, std::strerror(errno)));
+    }
+    return;
+  }
+  const fs::path parent = fs::path(path).parent_path();
+  const std::string folder = parent.empty() ? "." : parent.string();
+  if (!fs::is_directory(folder, ec)) {
+    throw UsageError(fmt::format("--{} {}: the folder {} does not exist", option, path, folder));
+  }
+  if (access(folder.c_str(), W_OK | X_OK) != 0) {
+    throw UsageError(
+        fmt::format("--{} {}: cannot create a file in {} ({})", option, path, folder, std::strerror(errno)));
+  }
 }
 
 int run_tool(const char* name, const char* usage, int (*body)(int, char**), int argc, char** argv) {

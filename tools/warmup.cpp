@@ -282,6 +282,7 @@ int warmup(int argc, char** argv) {
   options.dir = cl.value("cache-dir", cache::default_cache_dir());
   options.use_disk = !memory_only;
   const auto specs = select_specs(cl);
+  if (cl.has("json")) require_writable_file(cl.value("json"), "json");
   if (cl.has("dry-run")) {
     for (const auto& s : specs) std::printf("%s\n", s.text().c_str());
     std::printf("%zu specs\n", specs.size());
