@@ -8,9 +8,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -80,7 +82,9 @@ Each call is timed inside a CUDA graph of 16 calls; the median and the min-max o
 reported; inputs rotate through buffers larger than L2. Bytes: each input read once, each
 output written once, summed over ranks; floor = bytes / copy ceiling (measured in the run);
 the launch floor is an empty kernel's time per call in the same graphs.
-Exit status 1 when any arfuse row is not bit-exact against the CPU reference.
+An option the mode does not read is a usage error (exit 2), as is an output file whose folder is
+missing; both are checked before anything runs. Exit status 1 when any arfuse row is not bit-exact
+against the CPU reference.
 )";
 
 }  // namespace
@@ -321,6 +325,15 @@ void check_files(const CommandLine& cl) {
   }
 }
 
+// The options each timing mode reads (--tune, compile, report and compare have their own lists):
+// any other is refused, since the mode would ignore it.
+const std::map<std::string, std::set<std::string>> kModeOptions = {
+    {"epilogue", {"shapes", "quant", "runs", "replays", "json", "svg", "peers", "backend", "pdl", "copy-rows"}},
+    {"fused",
+     {"shapes", "quant", "world", "stage", "runs", "replays", "json", "svg", "peers", "backend", "call-check-cost"}},
+    {"allreduce", {"shapes", "world", "runs", "replays", "json", "svg", "peers", "backend"}},
+};
+
 bool through_adapter = false;
 
 // --backend: the device backend for this run (before any device is opened).
@@ -378,6 +391,7 @@ int bench_main(int argc, char** argv) {
         fmt::format("unknown mode '{}': use epilogue, fused, allreduce, compile, report or compare", mode));
   }
   if (mode == "compare") {
+    cl.allow_only({}, "the compare mode");
     if (args.size() < 3) throw UsageError("compare takes two or more LABEL=FILE[,FILE...]");
     std::vector<Variant> variants;
     for (std::size_t i = 1; i < args.size(); ++i) {
@@ -391,6 +405,7 @@ int bench_main(int argc, char** argv) {
   }
   check_files(cl);
   if (mode == "report") {
+    cl.allow_only({"json", "svg", "peers"}, "the report mode");
     if (args.size() != 2) throw UsageError("report takes the JSON file a run wrote with --json");
     emit(read_report(args[1]), cl);
     return 0;
@@ -398,14 +413,17 @@ int bench_main(int argc, char** argv) {
   if (args.size() != 1)
     throw UsageError(fmt::format("{} takes no argument besides its options, not '{}'", mode, args[1]));
   if (mode == "compile") {
+    cl.allow_only({"backend"}, "the compile mode");
     bench_compile(cl);
     return 0;
   }
   if (cl.has("tune")) {
     if (mode != "fused") throw UsageError("--tune goes with the fused mode");
+    cl.allow_only({"tune", "world", "hidden", "tokens", "runs", "replays", "backend"}, "fused --tune");
     bench_tune(cl);
     return 0;
   }
+  cl.allow_only(kModeOptions.at(mode), "the " + mode + " mode");
   check_timing_options(cl);
   Context ctx;
   std::printf("device: %s (%s, %d SMs) through %s\n", ctx.device().name().c_str(), ctx.device().target().name().c_str(),

@@ -249,9 +249,13 @@ std::vector<Row> bench_allreduce(const CommandLine& cl) {
 
 void bench_tune(const CommandLine& cl) {
   const auto worlds = parse_ints(cl.value("world", "2,4,8"), "world sizes", 2, 8);
-  const auto hidden = parse_ints(cl.value("hidden", "6144"), "hidden size", 8, kMaxHidden)[0];
+  const auto hiddens = parse_ints(cl.value("hidden", "6144"), "hidden size", 8, kMaxHidden);
+  if (hiddens.size() != 1 || hiddens[0] % 8) {
+    throw UsageError(fmt::format("--hidden takes one hidden size, a multiple of 8, not '{}'", cl.value("hidden")));
+  }
+  const int hidden = hiddens[0];
   const auto tokens =
-      parse_ints(cl.value("tokens", "1,4,16,64,128,256,512,1024,2048,4096"), "token counts", 1, 1 << 20);
+      parse_ints(cl.value("tokens", "1,4,16,64,128,256,512,1024,2048,4096"), "token counts", 1, int(kMaxBenchTokens));
   const int margin_pct = 2;  // stage 2 must win by more than this to count
   std::vector<Shape> shapes;
   for (int t : tokens) shapes.push_back({t, hidden});

@@ -31,12 +31,21 @@ std::vector<std::string> split_commas(const std::string& text) {
 std::vector<Shape> parse_shapes(const std::string& text) {
   std::vector<Shape> shapes;
   for (const std::string& item : split_commas(text)) {
-    int t = 0, h = 0;
-    char x = 0;
-    if (std::sscanf(item.c_str(), "%d%c%d", &t, &x, &h) != 3 || x != 'x' || t <= 0 || h <= 0 || h % 8) {
-      throw UsageError(fmt::format("bad shape '{}': expected TOKENSxHIDDEN with hidden a multiple of 8", item));
+    const std::size_t x = item.find('x');
+    const auto tokens = parse_whole(item.substr(0, x), 1, kMaxBenchTokens);
+    const auto hidden = parse_whole(x == std::string::npos ? "" : item.substr(x + 1), 8, 1 << 30);
+    if (!tokens || !hidden || *hidden % 8) {
+      throw UsageError(
+          fmt::format("bad shape '{}': expected TOKENSxHIDDEN, tokens from 1 to {} and hidden a multiple of 8", item,
+                      kMaxBenchTokens));
     }
-    shapes.push_back({t, h});
+    const Shape shape{int(*tokens), int(*hidden)};
+    const long long elements = (long long)shape.tokens * shape.hidden;
+    if (elements > kMaxBenchElements) {
+      throw UsageError(fmt::format("shape '{}' has {} elements; the bench takes at most {} (e.g. 32768x8192)", item,
+                                   elements, kMaxBenchElements));
+    }
+    shapes.push_back(shape);
   }
   return shapes;
 }
@@ -93,13 +102,12 @@ void compare_bytes(Row& row, const std::vector<std::uint8_t>& got, const std::ve
 std::vector<int> parse_ints(const std::string& text, const char* what, int min, int max) {
   std::vector<int> out;
   for (const std::string& item : split_commas(text)) {
-    char* rest = nullptr;
-    const long v = std::strtol(item.c_str(), &rest, 10);
-    if (item.empty() || *rest != '\0' || v < min || v > max) {
+    const auto v = parse_whole(item, min, max);
+    if (!v) {
       throw UsageError(
           fmt::format("bad {} '{}': expected numbers from {} to {}, comma-separated", what, item, min, max));
     }
-    out.push_back(int(v));
+    out.push_back(int(*v));
   }
   return out;
 }

@@ -35,6 +35,11 @@ struct Row {
   std::string resources;  // registers, local (spill) bytes, shared bytes, resident blocks/SM
 };
 
+// The largest shapes the bench takes: a token count (also --tokens of --tune) and a row count
+// times hidden size whose buffers (several per rank, and their host references) fit the machine.
+constexpr long kMaxBenchTokens = 1 << 20;
+constexpr long long kMaxBenchElements = 1ll << 28;
+
 constexpr const char* kDefaultShapes = "12x6144,128x8192,512x6144,2517x6144,4097x6144,2048x8192";
 
 std::vector<Shape> parse_shapes(const std::string& text);

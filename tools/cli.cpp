@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -55,16 +56,31 @@ const std::vector<std::string>& CommandLine::values(const std::string& name) con
   return it == values_.end() ? none : it->second;
 }
 
+void CommandLine::allow_only(const std::set<std::string>& allowed, const std::string& what) const {
+  for (const auto& [name, given] : values_) {
+    if (allowed.count(name)) continue;
+    std::string list;
+    for (const auto& a : allowed) list += (list.empty() ? "--" : ", --") + a;
+    throw UsageError(fmt::format("--{} does not go with {}, which takes {}", name, what,
+                                 list.empty() ? std::string("no options") : list));
+  }
+}
+
+std::optional<long> parse_whole(const std::string& text, long min, long max) {
+  long v = 0;
+  const char* end = text.data() + text.size();
+  if (text.empty() || text[0] < '0' || text[0] > '9') return std::nullopt;
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc() || ptr != end || v < min || v > max) return std::nullopt;
+  return v;
+}
+
 long CommandLine::integer(const std::string& name, long fallback, long min, long max) const {
   if (!has(name)) return fallback;
   const std::string v = value(name);
-  char* end = nullptr;
-  errno = 0;
-  const long n = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno == ERANGE || n < min || n > max) {
-    throw UsageError(fmt::format("--{} must be a whole number from {} to {}, not '{}'", name, min, max, v));
-  }
-  return n;
+  const std::optional<long> n = parse_whole(v, min, max);
+  if (!n) throw UsageError(fmt::format("--{} must be a whole number from {} to {}, not '{}'", name, min, max, v));
+  return *n;
 }
 
 void require_writable_file(const std::string& path, const std::string& option) {

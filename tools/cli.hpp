@@ -3,6 +3,8 @@
 #pragma once
 
 #include <map>
+#include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -23,6 +25,9 @@ class CommandLine {
   const std::vector<std::string>& values(const std::string& name) const;
   long integer(const std::string& name, long fallback, long min, long max) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  // Throws UsageError for a given option not in `allowed`: `what` (e.g. "the fused mode") would
+  // ignore it.
+  void allow_only(const std::set<std::string>& allowed, const std::string& what) const;
 
  private:
   std::map<std::string, std::vector<std::string>> values_;
@@ -36,6 +41,9 @@ int run_tool(const char* name, const char* usage, int (*body)(int, char**), int 
 // Throws UsageError unless `path` (the value of --`option`) can be written: an existing file this
 // user may write, or a new name in an existing folder this user may write. Tools check their output
 // files before a long run, whose results would otherwise be lost at its end.
+// A whole number from min to max in decimal digits only (no sign, space or suffix).
+std::optional<long> parse_whole(const std::string& text, long min, long max);
+
 void require_writable_file(const std::string& path, const std::string& option);
 
 std::string human_bytes(unsigned long long bytes);
