@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -318,4 +319,17 @@ TEST_CASE("stat, ls and verify agree on swapped entries (each a good entry under
   const auto verify = run(kCacheTool + " --cache-dir " + dir + " verify");
   CHECK(verify.status == 1);
   CHECK_THAT(verify.output, Contains("0 good, 2 bad"));
+}
+
+TEST_CASE("the cache tool on a folder that does not exist says so and creates nothing", "[cpu][cache]") {
+  const std::string missing = test::fresh_dir() + "/not-there";
+  for (const char* command : {"stat", "ls", "verify", "verify --fix", "prune --max-bytes 0", "clear"}) {
+    CAPTURE(command);
+    const auto r = run(kCacheTool + " --cache-dir " + missing + " " + command);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.output, Contains("cache folder " + missing + " does not exist: nothing is cached there"));
+    CHECK_FALSE(std::filesystem::exists(missing));
+  }
+  // Usage errors still come first.
+  CHECK(run(kCacheTool + " --cache-dir " + missing + " prune --max-bytes x").status == 2);
 }

@@ -4,6 +4,7 @@
 #include <climits>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <map>
 #include <memory>
 
@@ -30,7 +31,8 @@ commands:
                         at most N bytes (entries and temporaries) remain
   clear                 remove every entry and every temporary
 
---cache-dir defaults to $ARFUSE_CACHE_DIR, $XDG_CACHE_HOME/arfuse, ~/.cache/arfuse.
+--cache-dir defaults to $ARFUSE_CACHE_DIR, $XDG_CACHE_HOME/arfuse, ~/.cache/arfuse. On a
+folder that does not exist every command says so and creates nothing.
 exit status: 0 done, 1 bad entries found (verify) or an error, 2 usage error or a cache
 folder that cannot be used
 )";
@@ -60,7 +62,7 @@ std::string when(std::int64_t ns) {
 }
 
 std::unique_ptr<cache::DiskCache> open_cache(const CommandLine& cl) {
-  const std::string dir = cl.value("cache-dir", cache::default_cache_dir());
+  const std::string dir = cl.value("cache-dir", cache::default_cache_dir());  // exists (cache_main checked)
   std::string why;
   if (!cache::usable_cache_folder(dir, why)) throw ConfigError(fmt::format("cannot use cache folder {}: {}", dir, why));
   return std::make_unique<cache::DiskCache>(dir, UINT64_MAX);
@@ -148,6 +150,15 @@ int cache_main(int argc, char** argv) {
   if (cl.has("fix") && command != "verify") throw UsageError("--fix goes with verify");
   if (cl.has("max-bytes") && command != "prune") throw UsageError("--max-bytes goes with prune");
   if (command == "prune" && !cl.has("max-bytes")) throw UsageError("prune needs --max-bytes N");
+  cl.integer("max-bytes", 0, 0, LONG_MAX);
+  // Opening a cache creates its folder; a command that only reads or removes does not, and says
+  // so (a mistyped --cache-dir would otherwise read as an empty cache, and be created).
+  const std::string dir = cl.value("cache-dir", cache::default_cache_dir());
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec) && !ec) {
+    std::printf("cache folder %s does not exist: nothing is cached there\n", dir.c_str());
+    return 0;
+  }
   auto owned = open_cache(cl);
   cache::DiskCache& disk = *owned;
   if (command == "stat") return cmd_stat(disk);
