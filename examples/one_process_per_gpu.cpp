@@ -6,6 +6,7 @@
 // (--device picks the GPU; by default rank r uses GPU r, or GPU 0 when there is only one, which
 // then time-slices the ranks: correct, but slow). Engines that already have torch.distributed
 // or MPI pass their own allgather instead of the socket: see callback_bootstrap in README.md.
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -23,35 +24,60 @@ struct Options {
   std::string socket;
 };
 
+constexpr const char* kUsage =
+    "usage: arfuse-example-tp --rank R --world W --socket PATH [--device D] [--tokens N] [--hidden H]\n"
+    "  --rank R       this process's rank, 0 to W - 1\n"
+    "  --world W      the number of ranks (processes), 2 to 8\n"
+    "  --socket PATH  where rank 0 listens and the others connect (its folder must be private)\n"
+    "  --device D     the GPU (default: GPU R, or GPU 0 when there is only one)\n"
+    "  --tokens N     tokens of the call (default 128)\n"
+    "  --hidden H     hidden size, a multiple of 8 (default 6144)\n";
+
+// Bad command lines exit 2, other errors 1.
+struct UsageError : arfuse::Error {
+  using arfuse::Error::Error;
+};
+
+int whole_number(const std::string& option, const std::string& text) {
+  int v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || ptr != end || v < 0) {
+    throw UsageError(option + " takes a whole number, not '" + text + "' (see --help)");
+  }
+  return v;
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
-      if (i + 1 >= argc) throw arfuse::Error(a + " needs a value");
+      if (i + 1 >= argc) throw UsageError(a + " needs a value (see --help)");
       return argv[++i];
     };
     if (a == "--rank")
-      o.rank = std::stoi(next());
+      o.rank = whole_number(a, next());
     else if (a == "--world")
-      o.world = std::stoi(next());
+      o.world = whole_number(a, next());
     else if (a == "--device")
-      o.device = std::stoi(next());
+      o.device = whole_number(a, next());
     else if (a == "--socket")
       o.socket = next();
     else if (a == "--tokens")
-      o.tokens = std::stoi(next());
+      o.tokens = whole_number(a, next());
     else if (a == "--hidden")
-      o.hidden = std::stoi(next());
+      o.hidden = whole_number(a, next());
     else if (a == "--help") {
-      std::printf("usage: arfuse-example-tp --rank R --world W --socket PATH [--device D] [--tokens N] [--hidden H]\n");
+      std::fputs(kUsage, stdout);
       std::exit(0);
     } else {
-      throw arfuse::Error("unknown argument " + a + " (see --help)");
+      throw UsageError("unknown argument " + a + " (see --help)");
     }
   }
   if (o.rank < 0 || o.world < 1 || o.socket.empty())
-    throw arfuse::Error("--rank, --world and --socket are required (see --help)");
+    throw UsageError("--rank, --world and --socket are required (see --help)");
+  if (o.rank >= o.world) throw UsageError("--rank must be below --world (see --help)");
   if (o.device < 0) o.device = arfuse::Device::count() > o.rank ? o.rank : 0;
   return o;
 }
@@ -115,6 +141,9 @@ int main(int argc, char** argv) try {
               me.device().pci_bus_id().c_str(), to_string(*me.last_path()), opt.tokens, sum);
   group.close();
   return 0;
+} catch (const UsageError& e) {
+  std::fprintf(stderr, "arfuse-example-tp: %s\n", e.what());
+  return 2;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "arfuse-example-tp: %s\n", e.what());
   return 1;
