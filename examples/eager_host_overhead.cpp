@@ -6,6 +6,7 @@
 //
 //   arfuse-example-eager-overhead [--world 2] [--tokens 1] [--hidden 6144] [--calls 200] [--batches 15]
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -31,9 +32,16 @@ Options parse(int argc, char** argv) {
           "usage: arfuse-example-eager-overhead [--world W] [--tokens T] [--hidden H] [--calls N] [--batches B]\n");
       std::exit(0);
     }
+    if (a != "--world" && a != "--tokens" && a != "--hidden" && a != "--calls" && a != "--batches") {
+      throw arfuse::Error("unknown argument " + a + " (see --help)");
+    }
     if (i + 1 >= argc) throw arfuse::Error(a + " needs a value (see --help)");
-    const int v = std::stoi(argv[++i]);
-    if (v <= 0) throw arfuse::Error(a + " must be positive");
+    const std::string text = argv[++i];
+    int v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || v <= 0) {
+      throw arfuse::Error(a + " takes a positive whole number, not '" + text + "' (see --help)");
+    }
     if (a == "--world")
       o.world = v;
     else if (a == "--tokens")
@@ -42,10 +50,8 @@ Options parse(int argc, char** argv) {
       o.hidden = v;
     else if (a == "--calls")
       o.calls = v;
-    else if (a == "--batches")
-      o.batches = v;
     else
-      throw arfuse::Error("unknown argument " + a + " (see --help)");
+      o.batches = v;
   }
   return o;
 }
