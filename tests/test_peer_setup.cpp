@@ -6,6 +6,8 @@
 #include <set>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "arfuse/base/error.hpp"
 #include "arfuse/runtime/group.hpp"
 #include "arfuse/runtime/setup/nccl.hpp"
@@ -73,6 +75,12 @@ TEST_CASE("rank identities round-trip, and garbage names the rank that sent it",
   std::string truncated = a.serialise();
   truncated.resize(truncated.size() / 2);
   REQUIRE_THROWS_WITH(RankIdentity::parse(truncated, 5), Contains("rank 5"));
+  // A handle that is not hex (upper-case digits included: the sender writes lower case).
+  for (const char* bad : {"0g", "0A", "+1", " 1"}) {
+    auto j = nlohmann::json::parse(a.serialise());
+    j["signal_handle"] = bad;
+    REQUIRE_THROWS_WITH(RankIdentity::parse(j.dump(), 6), Contains("rank 6") && Contains("is not a hex digit"));
+  }
 }
 
 TEST_CASE("nodes, processes and GPUs are told apart from the identities", "[cpu][group][handshake]") {

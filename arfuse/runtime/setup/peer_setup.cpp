@@ -25,8 +25,13 @@ std::string to_hex(const std::string& bytes) {
 
 std::string from_hex(const std::string& hex) {
   if (hex.size() % 2 != 0) throw Error("odd-length hex string");
+  auto digit = [&](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    throw Error(fmt::format("'{}' in a hex string from a peer is not a hex digit", c));
+  };
   std::string out;
-  for (std::size_t i = 0; i < hex.size(); i += 2) out += char(std::stoi(hex.substr(i, 2), nullptr, 16));
+  for (std::size_t i = 0; i < hex.size(); i += 2) out += char(digit(hex[i]) * 16 + digit(hex[i + 1]));
   return out;
 }
 
