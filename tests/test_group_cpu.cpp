@@ -93,6 +93,12 @@ TEST_CASE("tuning tables parse, validate and drive the stage choice", "[cpu][gro
       Contains("two_stage_min_bytes") && Contains("-5"));
   REQUIRE_THROWS_WITH(jit::TuningTable::parse(R"({"version": 1, "targets": {"sm_90": {"4": {"threshold": 5}}}})", "t"),
                       Contains("$.targets.sm_90.4"));
+  for (const char* world : {" 4", "+4", "4x", "-4", ""}) {
+    CAPTURE(world);
+    const std::string table =
+        std::string(R"({"version": 1, "targets": {"sm_90": {")") + world + R"(": {"two_stage_min_bytes": 1}}}})";
+    REQUIRE_THROWS_WITH(jit::TuningTable::parse(table, "t"), Contains("a world size must be a number from 2 to 8"));
+  }
   setenv("ARFUSE_TUNING", "/nonexistent/tuning.json", 1);
   REQUIRE_THROWS_WITH(jit::TuningTable::from_environment(), Contains("ARFUSE_TUNING=/nonexistent/tuning.json"));
   unsetenv("ARFUSE_TUNING");

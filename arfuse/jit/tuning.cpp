@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -63,11 +64,9 @@ TuningTable TuningTable::parse(const std::string& text, const std::string& origi
     for (auto& [world_text, entry] : worlds.items()) {
       const std::string wpath = tpath + "." + world_text;
       int world = 0;
-      try {
-        size_t used = 0;
-        world = std::stoi(world_text, &used);
-        if (used != world_text.size()) throw std::invalid_argument("");
-      } catch (const std::exception&) {
+      const char* end = world_text.data() + world_text.size();
+      const auto [ptr, ec] = std::from_chars(world_text.data(), end, world);
+      if (world_text.empty() || world_text[0] == '-' || ec != std::errc() || ptr != end) {
         bad(origin, wpath, "a world size must be a number from 2 to 8");
       }
       if (world < kMinWorld || world > kMaxWorld) bad(origin, wpath, "a world size must be from 2 to 8");
