@@ -98,7 +98,8 @@ void require_writable_file(const std::string& path, const std::string& option) {
   const fs::path parent = fs::path(path).parent_path();
   const std::string folder = parent.empty() ? "." : parent.string();
   if (!fs::is_directory(folder, ec)) {
-    throw UsageError(fmt::format("--{} {}: the folder {} does not exist", option, path, folder));
+    const bool there = fs::exists(folder, ec);
+    throw UsageError(fmt::format("--{} {}: {} {}", option, path, folder, there ? "is not a folder" : "does not exist"));
   }
   if (access(folder.c_str(), W_OK | X_OK) != 0) {
     throw UsageError(
