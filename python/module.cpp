@@ -6,6 +6,8 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/error.hpp"
@@ -28,8 +30,29 @@ std::string parse_spec(const std::string& text) {
   return spec.json().dump();
 }
 
-std::string cache_stat(const std::string& dir) {
-  cache::DiskCache disk(dir.empty() ? cache::default_cache_dir() : dir);
+// Opening a cache creates its folder; these checks only read, so a folder that is not there is
+// reported as such (a mistyped path would otherwise be created and read as an empty cache).
+bool folder_missing(const std::string& dir) {
+  std::error_code ec;
+  return !std::filesystem::exists(dir, ec) && !ec;
+}
+
+std::string cache_stat(const std::string& given) {
+  const std::string dir = given.empty() ? cache::default_cache_dir() : given;
+  if (folder_missing(dir)) {
+    return nlohmann::json{{"dir", dir},
+                          {"exists", false},
+                          {"usable", false},
+                          {"problem", "the folder does not exist (arfuse creates it when it first stores a kernel)"},
+                          {"entries", 0},
+                          {"bad", 0},
+                          {"bytes", 0},
+                          {"temporaries", 0},
+                          {"temporary_bytes", 0},
+                          {"stale_temporaries", 0}}
+        .dump();
+  }
+  cache::DiskCache disk(dir);
   int entries = 0, bad = 0, stale = 0;
   std::uint64_t bytes = 0, temporary_bytes = 0;
   for (const auto& info : disk.list()) {
@@ -39,6 +62,7 @@ std::string cache_stat(const std::string& dir) {
   const auto temporaries = disk.temporaries();
   for (const auto& t : temporaries) temporary_bytes += t.bytes, stale += cache::DiskCache::is_stale(t);
   return nlohmann::json{{"dir", disk.dir()},
+                        {"exists", true},
                         {"usable", disk.readable()},
                         {"problem", disk.problem()},
                         {"entries", entries},
@@ -58,8 +82,10 @@ std::string spec_of(const cache::CacheEntry& entry) {
   return meta["spec"].get<std::string>();
 }
 
-std::string cache_verify(const std::string& dir) {
-  cache::DiskCache disk(dir.empty() ? cache::default_cache_dir() : dir);
+std::string cache_verify(const std::string& given) {
+  const std::string dir = given.empty() ? cache::default_cache_dir() : given;
+  if (folder_missing(dir)) return "[]";
+  cache::DiskCache disk(dir);
   nlohmann::json files = nlohmann::json::array();
   for (const auto& info : disk.list()) {
     const auto checked = cache::DiskCache::check(info.path);

@@ -59,12 +59,15 @@ def settings():
 
 
 def cache_stat(cache_dir=None):
-    """Entries, bad entries, bytes and writers' temporaries of a cache folder, as a dict."""
+    """Entries, bad entries, bytes and writers' temporaries of a cache folder, as a dict.
+
+    Reads only: a folder that does not exist is reported (``exists`` False), not created."""
     return json.loads(_arfuse.cache_stat(_folder(cache_dir)))
 
 
 def cache_verify(cache_dir=None):
-    """Checks every entry of a cache folder: a list of {file, ok, problem, spec}."""
+    """Checks every entry of a cache folder: a list of {file, ok, problem, spec} (empty, and
+    nothing created, for a folder that does not exist)."""
     return json.loads(_arfuse.cache_verify(_folder(cache_dir)))
 
 

@@ -93,7 +93,7 @@ def test_warmup_stores_specs_and_cache_checks_see_them(tmp_path):
     text = json.dumps(report)
     assert "rmsnorm_quant/h2048/bf16/fp8/rms/sm_90" in text
     stat = arfuse.cache_stat(cache)
-    assert stat["usable"] and stat["entries"] == 2 and stat["bad"] == 0
+    assert stat["exists"] and stat["usable"] and stat["entries"] == 2 and stat["bad"] == 0
     checked = arfuse.cache_verify(cache)
     assert sorted(c["spec"] for c in checked) == ["rmsnorm_quant/h2048/bf16/fp8/rms/sm_90",
                                                   "rmsnorm_quant/h2048/bf16/none/rms/sm_90"]
@@ -118,6 +118,14 @@ def test_warmup_refuses_bad_arguments_as_config_errors(tmp_path):
         arfuse.warmup(specs=[{"module": "token_quant", "hidden": [2048], "dtype": ["bf16"]}], targets=["sm_71"],
                       cache_dir=tmp_path / "c2")
     assert failed.value.report is not None
+
+
+def test_cache_checks_of_a_missing_folder_create_nothing(tmp_path):
+    missing = tmp_path / "not-there"
+    stat = arfuse.cache_stat(missing)
+    assert stat["exists"] is False and stat["entries"] == 0 and "does not exist" in stat["problem"]
+    assert arfuse.cache_verify(missing) == []
+    assert not missing.exists()
 
 
 def test_an_untrusted_cache_folder_is_reported_not_used(tmp_path):
