@@ -297,11 +297,9 @@ void bench_compile(const CommandLine&) {
 
 namespace {
 
-void emit(Report report, const CommandLine& cl) {
-  for (const auto& file : cl.values("peers")) {
-    const nlohmann::json j = read_json(file, "--peers " + file);
-    for (auto& row : peer_rows_from_json(j, file)) report.rows.push_back(row);
-  }
+// `peers`: the rows of the --peers files (read_peers_and_check_outputs).
+void emit(Report report, const std::vector<Row>& peers, const CommandLine& cl) {
+  report.rows.insert(report.rows.end(), peers.begin(), peers.end());
   print_markdown(report);
   if (cl.has("json")) {
     std::ofstream out(cl.value("json"));
@@ -310,19 +308,22 @@ void emit(Report report, const CommandLine& cl) {
   if (cl.has("svg")) write_svg(report, cl.value("svg"));
 }
 
-// The files a run writes and the --peers files it reads at its end, checked before it starts: a
-// missing folder or an unreadable peer file is a usage error at once, not the loss of a run's rows.
-void check_files(const CommandLine& cl) {
+// Before a run: the files it will write are checked and the --peers files read (their rows, for
+// emit), so a missing folder or an unreadable peer file is a usage error at once, not the loss of
+// a run's rows at its end.
+std::vector<Row> read_peers_and_check_outputs(const CommandLine& cl) {
   for (const char* option : {"json", "svg", "tune"}) {
     if (cl.has(option)) require_writable_file(cl.value(option), option);
   }
+  std::vector<Row> peers;
   for (const auto& file : cl.values("peers")) {
     try {
-      peer_rows_from_json(read_json(file, "--peers " + file), file);
+      for (auto& row : peer_rows_from_json(read_json(file, "--peers " + file), file)) peers.push_back(row);
     } catch (const Error& e) {
       throw UsageError(e.what());
     }
   }
+  return peers;
 }
 
 // The options each timing mode reads (--tune, compile, report and compare have their own lists):
@@ -403,11 +404,11 @@ int bench_main(int argc, char** argv) {
     }
     return print_comparison(variants) ? 0 : 1;
   }
-  check_files(cl);
   if (mode == "report") {
     cl.allow_only({"json", "svg", "peers"}, "the report mode");
     if (args.size() != 2) throw UsageError("report takes the JSON file a run wrote with --json");
-    emit(read_report(args[1]), cl);
+    const std::vector<Row> peers = read_peers_and_check_outputs(cl);
+    emit(read_report(args[1]), peers, cl);
     return 0;
   }
   if (args.size() != 1)
@@ -420,11 +421,13 @@ int bench_main(int argc, char** argv) {
   if (cl.has("tune")) {
     if (mode != "fused") throw UsageError("--tune goes with the fused mode");
     cl.allow_only({"tune", "world", "hidden", "tokens", "runs", "replays", "backend"}, "fused --tune");
+    read_peers_and_check_outputs(cl);  // --tune FILE
     bench_tune(cl);
     return 0;
   }
   cl.allow_only(kModeOptions.at(mode), "the " + mode + " mode");
   check_timing_options(cl);
+  const std::vector<Row> peers = read_peers_and_check_outputs(cl);
   Context ctx;
   std::printf("device: %s (%s, %d SMs) through %s\n", ctx.device().name().c_str(), ctx.device().target().name().c_str(),
               ctx.device().multiprocessors(), backend_description().c_str());
@@ -438,7 +441,7 @@ int bench_main(int argc, char** argv) {
   report.ceiling_source.pop_back();
   report.launch_floor_us = empty_launch_us(ctx.device(), 5);
   report.rows = mode == "epilogue" ? bench_epilogue(ctx, cl) : mode == "fused" ? bench_fused(cl) : bench_allreduce(cl);
-  emit(report, cl);
+  emit(report, peers, cl);
   bool all_exact = true;
   for (const auto& r : report.rows) all_exact = all_exact && (!r.measured_exactness || r.exact);
   return all_exact ? 0 : 1;

@@ -61,8 +61,7 @@ std::string when(std::int64_t ns) {
   return text;
 }
 
-std::unique_ptr<cache::DiskCache> open_cache(const CommandLine& cl) {
-  const std::string dir = cl.value("cache-dir", cache::default_cache_dir());  // exists (cache_main checked)
+std::unique_ptr<cache::DiskCache> open_cache(const std::string& dir) {
   std::string why;
   if (!cache::usable_cache_folder(dir, why)) throw ConfigError(fmt::format("cannot use cache folder {}: {}", dir, why));
   return std::make_unique<cache::DiskCache>(dir, UINT64_MAX);
@@ -150,7 +149,7 @@ int cache_main(int argc, char** argv) {
   if (cl.has("fix") && command != "verify") throw UsageError("--fix goes with verify");
   if (cl.has("max-bytes") && command != "prune") throw UsageError("--max-bytes goes with prune");
   if (command == "prune" && !cl.has("max-bytes")) throw UsageError("prune needs --max-bytes N");
-  cl.integer("max-bytes", 0, 0, LONG_MAX);
+  const long max_bytes = cl.integer("max-bytes", 0, 0, LONG_MAX);
   // Opening a cache creates its folder; a command that only reads or removes does not, and says
   // so (a mistyped --cache-dir would otherwise read as an empty cache, and be created).
   const std::string dir = cl.value("cache-dir", cache::default_cache_dir());
@@ -159,14 +158,13 @@ int cache_main(int argc, char** argv) {
     std::printf("cache folder %s does not exist: nothing is cached there\n", dir.c_str());
     return 0;
   }
-  auto owned = open_cache(cl);
+  auto owned = open_cache(dir);
   cache::DiskCache& disk = *owned;
   if (command == "stat") return cmd_stat(disk);
   if (command == "ls") return cmd_ls(disk);
   if (command == "verify") return cmd_verify(disk, cl.has("fix"));
   if (command == "prune") {
-    const long max = cl.integer("max-bytes", 0, 0, LONG_MAX);
-    int removed = disk.prune(std::uint64_t(max));
+    int removed = disk.prune(std::uint64_t(max_bytes));
     std::printf("removed %d entries; %s remain\n", removed, human_bytes(disk.total_bytes()).c_str());
     return 0;
   }

@@ -38,12 +38,12 @@ class CommandLine {
 // stderr.
 int run_tool(const char* name, const char* usage, int (*body)(int, char**), int argc, char** argv);
 
-// Throws UsageError unless `path` (the value of --`option`) can be written: an existing file this
-// user may write, or a new name in an existing folder this user may write. Tools check their output
-// files before a long run, whose results would otherwise be lost at its end.
 // A whole number from min to max in decimal digits only (no sign, space or suffix).
 std::optional<long> parse_whole(const std::string& text, long min, long max);
 
+// Throws UsageError unless `path` (the value of --`option`) can be written: an existing file this
+// user may write, or a new name in an existing folder this user may write. Tools check their output
+// files before a long run, whose results would otherwise be lost at its end.
 void require_writable_file(const std::string& path, const std::string& option);
 
 std::string human_bytes(unsigned long long bytes);
