@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <tuple>
@@ -37,13 +36,9 @@ Variant load_variant(const std::string& argument) {
     throw UsageError(fmt::format("compare: '{}' is not LABEL=FILE[,FILE...]", argument));
   }
   Variant v{argument.substr(0, equals), {}};
-  std::string files = argument.substr(equals + 1);
-  for (std::size_t begin = 0; begin <= files.size();) {
-    const std::size_t comma = std::min(files.find(',', begin), files.size());
-    const std::string file = files.substr(begin, comma - begin);
+  for (const std::string& file : split_commas(argument.substr(equals + 1))) {
     if (file.empty()) throw UsageError(fmt::format("compare: an empty file name in '{}'", argument));
     v.runs.push_back(read_report(file));
-    begin = comma + 1;
   }
   return v;
 }

@@ -12,9 +12,6 @@
 
 namespace arfuse::tools {
 
-namespace {
-
-// "a,b,,c" -> {"a", "b", "", "c"}: empty items are kept for the callers to refuse.
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> items;
   size_t pos = 0;
@@ -25,8 +22,6 @@ std::vector<std::string> split_commas(const std::string& text) {
     pos = end + 1;
   }
 }
-
-}  // namespace
 
 std::vector<Shape> parse_shapes(const std::string& text) {
   std::vector<Shape> shapes;

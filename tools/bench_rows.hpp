@@ -42,6 +42,8 @@ constexpr long long kMaxBenchElements = 1ll << 28;
 
 constexpr const char* kDefaultShapes = "12x6144,128x8192,512x6144,2517x6144,4097x6144,2048x8192";
 
+// "a,b,,c" -> {"a", "b", "", "c"}: empty items are kept for the callers to refuse.
+std::vector<std::string> split_commas(const std::string& text);
 std::vector<Shape> parse_shapes(const std::string& text);
 // The group size of the bench's fp8_group rows (fp32 scales, row-major: the calls' defaults).
 constexpr int kBenchGroupSize = 128;
