@@ -1,0 +1,171 @@
+// [cpu][emulated] The standalone epilogue kernels of AMD targets, executed on the CPU
+// (tests/emulated_kernel.hpp: the exact program the JIT renders, compiled for the host, one fiber
+// per GPU thread) against the reference model, bit for bit, on fresh random inputs with special
+// rows and poisoned outputs. wave32 (gfx1250, gfx1100, gfx1200) and wave64 (gfx942 with e4m3fnuz,
+// gfx90a, gfx950) block shapes; what is not checked here is the AMD hardware itself (see emulated_kernel.hpp).
+#include <limits>
+
+#include "arfuse/reference/model.hpp"
+#include "arfuse/runtime/validate.hpp"
+
+#include "emulated_kernel.hpp"
+#include "support.hpp"
+
+using namespace arfuse;
+using namespace arfuse::jit;
+using arfuse::test::Bits16;
+using arfuse::test::EmulatedKernel;
+
+namespace {
+
+constexpr std::uint8_t kPoison = 0xff;
+
+struct Case {
+  std::string target;
+  int tokens, hidden;
+  DType dtype;
+  Quant quant;
+  Norm norm;
+  int group = 128;
+  ScaleFormat scale_format = ScaleFormat::f32;
+  ScaleLayout scale_layout = ScaleLayout::row_major;
+};
+
+void add_special_rows(Bits16& input, int tokens, int hidden, DType dtype) {
+  auto set_row = [&](int row, float value) {
+    for (int i = 0; i < hidden; ++i) input[size_t(row) * hidden + i] = reference::narrow(value, dtype);
+  };
+  REQUIRE(tokens >= 6);
+  set_row(1, 0.0f);
+  input[size_t(2) * hidden + 17] = reference::narrow(std::numeric_limits<float>::quiet_NaN(), dtype);
+  input[size_t(3) * hidden + 5] = reference::narrow(std::numeric_limits<float>::infinity(), dtype);
+  set_row(4, dtype == DType::f16 ? 60000.0f : 1e30f);
+  set_row(5, 1e-7f);
+}
+
+KernelSpec spec_of(const Case& c, Module module, Quant quant) {
+  KernelSpec s;
+  s.module = module, s.hidden = c.hidden, s.dtype = c.dtype, s.quant = quant, s.norm = c.norm;
+  if (is_group_fp8(quant)) s.group = c.group, s.scale = c.scale_format;
+  s.target = Target::parse(c.target);
+  return s;
+}
+
+template <typename T>
+std::vector<T> poisoned(size_t n) {
+  std::vector<T> v(n);
+  std::memset(v.data(), kPoison, n * sizeof(T));
+  return v;
+}
+
+// rmsnorm_quant, then token_quant or group_quant of its mirror (contract step 8), every output
+// against the reference.
+void check_epilogue(const Case& c) {
+  CAPTURE(c.target, to_string(c.dtype), to_string(c.quant), to_string(c.norm), c.tokens, c.hidden, c.group,
+          to_string(c.scale_format), to_string(c.scale_layout));
+  auto rng = test::fresh_rng();
+  const int tokens = c.tokens, hidden = c.hidden;
+  const size_t n = size_t(tokens) * hidden;
+  Bits16 in = test::random_tensor(rng, n, c.dtype), residual = test::random_tensor(rng, n, c.dtype);
+  Bits16 weight = test::random_tensor(rng, size_t(hidden), c.dtype, 0.5f);
+  add_special_rows(in, tokens, hidden, c.dtype);
+  reference::EpilogueConfig config{hidden, c.dtype, c.quant, c.norm, 1e-5f, Target::parse(c.target)};
+  config.group = c.group, config.scale_format = c.scale_format, config.scale_layout = c.scale_layout;
+  const auto expected = reference::epilogue(config, tokens, in, residual, weight);
+
+  const bool mx = is_mxfp4(c.quant), grouped = is_group_fp8(c.quant) || mx;
+  const bool byte_scales = mx || (grouped && c.scale_format == ScaleFormat::e8m0);
+  const size_t out_bytes = c.quant == Quant::none ? n * 2 : mx ? n / 2 : n;
+  const size_t scale_count = grouped ? n / size_t(mx ? 32 : c.group) : size_t(tokens);
+  auto residual_out = poisoned<std::uint16_t>(n), mirror = poisoned<std::uint16_t>(n);
+  auto out = poisoned<std::uint8_t>(out_bytes), scales = poisoned<std::uint8_t>(scale_count * 4);
+
+  const EmulatedKernel kernel(spec_of(c, Module::rmsnorm_quant, c.quant));
+  const auto strides = detail::scale_strides(c.quant, c.group, c.scale_layout, tokens, hidden);
+  const void *in_p = in.data(), *residual_p = residual.data(), *weight_p = weight.data();
+  void *residual_out_p = residual_out.data(), *out_p = out.data(), *scales_p = scales.data(), *mirror_p = mirror.data();
+  float eps = 1e-5f;
+  int tokens_arg = tokens, row_stride = strides.row, group_stride = strides.group;
+  void* params[] = {&in_p,     &residual_p, &residual_out_p, &weight_p,   &eps,         &out_p,
+                    &scales_p, &mirror_p,   &tokens_arg,     &row_stride, &group_stride};
+  kernel.launch(unsigned(tokens), params);
+
+  test::require_bits_equal(residual_out, expected.residual_out, "residual_out", hidden);
+  if (c.quant == Quant::none) {
+    std::vector<std::uint16_t> got(n);
+    std::memcpy(got.data(), out.data(), n * 2);
+    test::require_bits_equal(got, expected.out, "out", hidden);
+    return;
+  }
+  test::require_bits_equal(out, expected.q, mx ? "mxfp4 out" : "fp8 out", mx ? hidden / 2 : hidden);
+  const int scales_per_row = int(scale_count / size_t(tokens));
+  if (byte_scales) {
+    test::require_bits_equal(std::vector<std::uint8_t>(scales.begin(), scales.begin() + long(scale_count)),
+                             expected.scale_bytes, "E8M0 scales", scales_per_row);
+  } else {
+    std::vector<float> got(scale_count);
+    std::memcpy(got.data(), scales.data(), scale_count * 4);
+    test::require_scales_equal(got, expected.scales, grouped ? "group scales" : "fp8 scales");
+  }
+  if (!writes_mirror(c.quant)) return;
+  test::require_bits_equal(mirror, expected.mirror, "mirror", hidden);
+
+  // Step 8: quantising the mirror alone gives the same bytes and scales.
+  auto q2 = poisoned<std::uint8_t>(out_bytes), s2 = poisoned<std::uint8_t>(scale_count * 4);
+  void *q2_p = q2.data(), *s2_p = s2.data();
+  const void* mirror_in = mirror.data();
+  if (grouped) {
+    const EmulatedKernel quantiser(spec_of(c, Module::group_quant, mx ? Quant::mxfp4 : Quant::fp8_group));
+    void* qparams[] = {&mirror_in, &q2_p, &s2_p, &tokens_arg, &row_stride, &group_stride};
+    quantiser.launch(unsigned(tokens), qparams);
+  } else {
+    const EmulatedKernel quantiser(spec_of(c, Module::token_quant, Quant::fp8));
+    void* qparams[] = {&mirror_in, &q2_p, &s2_p, &tokens_arg};
+    quantiser.launch(unsigned(tokens), qparams);
+  }
+  test::require_bits_equal(q2, out, "quantised mirror vs the epilogue's bytes", mx ? hidden / 2 : hidden);
+  const size_t scale_bytes = scale_count * (byte_scales ? 1 : 4);
+  test::require_bits_equal(std::vector<std::uint8_t>(s2.begin(), s2.begin() + long(scale_bytes)),
+                           std::vector<std::uint8_t>(scales.begin(), scales.begin() + long(scale_bytes)),
+                           "quantised mirror's scales vs the epilogue's", int(scale_bytes / size_t(tokens)));
+}
+
+}  // namespace
+
+// Every quant mode on each wave size and FP8 encoding, with hidden sizes that are not powers of
+// two (2880: vectors that do not fill the block), odd token counts, both norms and dtypes, every
+// group size, scale format and layout.
+TEST_CASE("emulated AMD epilogue kernels equal the reference", "[cpu][emulated]") {
+  using F = ScaleFormat;
+  using L = ScaleLayout;
+  const Case cases[] = {
+      // wave32: gfx1250 (the seed's target), gfx1100, gfx1200
+      {"gfx1250", 7, 6144, DType::bf16, Quant::none, Norm::rms},
+      {"gfx1250", 9, 2880, DType::f16, Quant::fp8, Norm::gemma},
+      {"gfx1250", 7, 7168, DType::bf16, Quant::fp8_mirror, Norm::rms},
+      {"gfx1250", 11, 8192, DType::bf16, Quant::fp8_group, Norm::rms, 128, F::e8m0, L::column_major},
+      {"gfx1250", 7, 2880, DType::f16, Quant::fp8_group_mirror, Norm::gemma, 32, F::ue8m0_f32, L::row_major},
+      {"gfx1250", 9, 7168, DType::bf16, Quant::mxfp4, Norm::gemma},
+      {"gfx1250", 7, 2880, DType::bf16, Quant::mxfp4_mirror, Norm::rms},
+      {"gfx1100", 7, 2048, DType::f16, Quant::none, Norm::gemma},
+      {"gfx1100", 13, 5120, DType::bf16, Quant::fp8_mirror, Norm::rms},
+      {"gfx1100", 7, 6144, DType::f16, Quant::fp8_group_mirror, Norm::rms, 64, F::f32, L::column_major},
+      {"gfx1100", 7, 4096, DType::f16, Quant::mxfp4_mirror, Norm::gemma},
+      {"gfx1200", 9, 7168, DType::bf16, Quant::fp8_group_mirror, Norm::rms, 128, F::ue8m0_f32, L::row_major},
+      // wave64: gfx942 (e4m3fnuz), gfx90a, gfx950
+      {"gfx942", 7, 2880, DType::bf16, Quant::none, Norm::rms},
+      {"gfx942", 9, 8192, DType::bf16, Quant::fp8, Norm::rms},
+      {"gfx942", 7, 6144, DType::f16, Quant::fp8_mirror, Norm::gemma},
+      {"gfx942", 7, 7168, DType::bf16, Quant::fp8_group, Norm::gemma, 128, F::f32, L::row_major},
+      {"gfx942", 11, 2880, DType::bf16, Quant::fp8_group_mirror, Norm::rms, 64, F::e8m0, L::row_major},
+      {"gfx942", 7, 8192, DType::f16, Quant::mxfp4, Norm::rms},
+      {"gfx942", 7, 6144, DType::bf16, Quant::mxfp4_mirror, Norm::gemma},
+      {"gfx90a", 7, 7168, DType::f16, Quant::none, Norm::rms},
+      {"gfx90a", 9, 2048, DType::bf16, Quant::fp8_mirror, Norm::gemma},
+      {"gfx90a", 7, 5120, DType::bf16, Quant::fp8_group, Norm::rms, 32, F::ue8m0_f32, L::column_major},
+      {"gfx90a", 7, 2880, DType::bf16, Quant::mxfp4, Norm::rms},
+      {"gfx950", 7, 6144, DType::bf16, Quant::fp8_mirror, Norm::rms},
+      {"gfx950", 9, 2880, DType::f16, Quant::mxfp4_mirror, Norm::rms},
+  };
+  for (const auto& c : cases) check_epilogue(c);
+}
