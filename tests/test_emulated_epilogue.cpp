@@ -1,8 +1,9 @@
 // [cpu][emulated] The standalone epilogue kernels of AMD targets, executed on the CPU
 // (tests/emulated_kernel.hpp: the exact program the JIT renders, compiled for the host, one fiber
 // per GPU thread) against the reference model, bit for bit, on fresh random inputs with special
-// rows and poisoned outputs. wave32 (gfx1250, gfx1100, gfx1200) and wave64 (gfx942 with e4m3fnuz,
-// gfx90a, gfx950) block shapes; what is not checked here is the AMD hardware itself (see emulated_kernel.hpp).
+// rows, rows that probe the inverse norm (tests/norm_probe.hpp) and poisoned outputs. wave32
+// (gfx1250, gfx1100, gfx1200) and wave64 (gfx942 with e4m3fnuz, gfx90a, gfx950) block shapes; what
+// is not checked here is the AMD hardware itself (see emulated_kernel.hpp).
 #include <cmath>
 #include <limits>
 
@@ -10,6 +11,7 @@
 #include "arfuse/runtime/validate.hpp"
 
 #include "emulated_kernel.hpp"
+#include "norm_probe.hpp"
 #include "support.hpp"
 
 using namespace arfuse;
@@ -20,6 +22,7 @@ using arfuse::test::EmulatedKernel;
 namespace {
 
 constexpr std::uint8_t kPoison = 0xff;
+constexpr int kFirstProbeRow = 6, kProbeRows = 4, kProbesPerRow = 64;
 
 struct Case {
   std::string target;
@@ -36,7 +39,7 @@ void add_special_rows(Bits16& input, int tokens, int hidden, DType dtype) {
   auto set_row = [&](int row, float value) {
     for (int i = 0; i < hidden; ++i) input[size_t(row) * hidden + i] = reference::narrow(value, dtype);
   };
-  REQUIRE(tokens >= 6);
+  REQUIRE(tokens >= kFirstProbeRow + kProbeRows);
   set_row(1, 0.0f);
   input[size_t(2) * hidden + 17] = reference::narrow(std::numeric_limits<float>::quiet_NaN(), dtype);
   input[size_t(3) * hidden + 5] = reference::narrow(std::numeric_limits<float>::infinity(), dtype);
@@ -44,7 +47,7 @@ void add_special_rows(Bits16& input, int tokens, int hidden, DType dtype) {
   set_row(5, 1e-7f);
 }
 
-// From row 6 on, the row scaled by powers of two (exact in T): by one in [2^-6, 2^6] for each warp
+// From row 10 on, the row scaled by powers of two (exact in T): by one in [2^-6, 2^6] for each warp
 // of the block shape, times one in [2^-3, 2^3] for each vector. The partial sums of squares at
 // every level of the reduction tree (a thread's chain, the warp's butterfly, the cross-warp step)
 // then span many binades, so the f32 sum depends on the order in which the tree adds them, and a
@@ -54,7 +57,7 @@ void scale_by_warp(Bits16& input, const Case& c, std::mt19937& rng) {
   const int warp_size = Target::parse(c.target).warp_size();
   const BlockShape shape = block_shape(c.hidden, warp_size);
   std::uniform_int_distribution<int> warp_exponent(-6, 6), vector_exponent(-3, 3);
-  for (int row = 6; row < c.tokens; ++row) {
+  for (int row = kFirstProbeRow + kProbeRows; row < c.tokens; ++row) {
     std::vector<int> by_warp(size_t(shape.threads / warp_size));
     for (auto& e : by_warp) e = warp_exponent(rng);
     for (int v = 0; v < c.hidden / 8; ++v) {
@@ -93,9 +96,19 @@ void check_epilogue(const Case& c) {
   Bits16 in = test::random_tensor(rng, n, c.dtype), residual = test::random_tensor(rng, n, c.dtype);
   Bits16 weight = test::random_tensor(rng, size_t(hidden), c.dtype, 0.5f);
   add_special_rows(in, tokens, hidden, c.dtype);
-  scale_by_warp(in, c, rng);
   reference::EpilogueConfig config{hidden, c.dtype, c.quant, c.norm, 1e-5f, Target::parse(c.target)};
   config.group = c.group, config.scale_format = c.scale_format, config.scale_layout = c.scale_layout;
+  // Rows 6-9 probe the inverse norm (visible where y is: no quant, the mirror modes), the rest
+  // are scaled by warp.
+  test::NormProbe probes;
+  for (int row = kFirstProbeRow; row < kFirstProbeRow + kProbeRows; ++row) {
+    const auto found = test::plant_norm_probe(config, row, (row - kFirstProbeRow) * kProbesPerRow, kProbesPerRow, rng,
+                                              in, residual, weight);
+    probes.up += found.up, probes.down += found.down;
+  }
+  REQUIRE(probes.up > 0);
+  REQUIRE(probes.down > 0);
+  scale_by_warp(in, c, rng);
   const auto expected = reference::epilogue(config, tokens, in, residual, weight);
 
   const bool mx = is_mxfp4(c.quant), grouped = is_group_fp8(c.quant) || mx;

@@ -107,6 +107,11 @@ Bits16 fold(const std::vector<Bits16>& inputs, DType dtype) {
   return out;
 }
 
+float inverse_norm(const EpilogueConfig& c, const float* res_row) {
+  const float ss = row_sum_of_squares(layout_for(c), res_row);
+  return 1.0f / std::sqrt(ss / float(c.hidden) + c.eps);
+}
+
 EpilogueOutputs epilogue(const EpilogueConfig& c, int tokens, const Bits16& ar, const Bits16& residual_in,
                          const Bits16& weight) {
   const size_t n = size_t(tokens) * size_t(c.hidden);
@@ -135,8 +140,7 @@ EpilogueOutputs epilogue(const EpilogueConfig& c, int tokens, const Bits16& ar, 
       o.residual_out[row + i] = r;
       res[i] = widen(r, c.dtype);
     }
-    const float ss = row_sum_of_squares(l, res.data());
-    const float inv = 1.0f / std::sqrt(ss / float(c.hidden) + c.eps);
+    const float inv = inverse_norm(c, res.data());
     for (int i = 0; i < c.hidden; ++i) {
       const std::uint16_t yb = narrow((res[i] * inv) * g[i], c.dtype);
       y[i] = widen(yb, c.dtype);

@@ -42,6 +42,11 @@ struct ARFUSE_API EpilogueOutputs {
   Bits16 mirror;                          // the _mirror modes
 };
 
+// Steps 3-4 for one row of res (widened to f32, hidden elements): the sum of squares over the
+// device's reduction tree, then 1 / sqrt(ss / H + eps). epilogue() uses it; the tests use it to
+// place elements next to a rounding tie on purpose.
+ARFUSE_API float inverse_norm(const EpilogueConfig& config, const float* res_row);
+
 // Steps 2-7 (7b, 7c for the block-scaled modes) for `tokens` rows of the already reduced tensor `ar`.
 ARFUSE_API EpilogueOutputs epilogue(const EpilogueConfig& config, int tokens, const Bits16& ar,
                                     const Bits16& residual_in, const Bits16& weight);
