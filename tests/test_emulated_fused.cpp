@@ -8,6 +8,7 @@
 #include <memory>
 #include <thread>
 
+#include "arfuse/jit/spec_set.hpp"
 #include "arfuse/reference/model.hpp"
 #include "arfuse/runtime/validate.hpp"
 #include "arfuse/templates/signal.cuh"
@@ -234,6 +235,22 @@ bool all_poisoned(const std::vector<std::uint8_t>& bytes) {
   return std::all_of(bytes.begin(), bytes.end(), [](std::uint8_t b) { return b == kPoison; });
 }
 
+// Two ranks' kernel, buffers and arguments for one call of `c` on fresh inputs.
+struct TwoRanks {
+  explicit TwoRanks(const FusedCase& c) : kernel(spec_of(c)) {
+    auto rng = test::fresh_rng();
+    const size_t n = size_t(c.tokens) * size_t(c.hidden);
+    for (auto& r : ranks) r.input = test::random_tensor(rng, n, c.dtype);
+    residual = test::random_tensor(rng, n, c.dtype);
+    weight = test::random_tensor(rng, size_t(c.hidden), c.dtype);
+    args = prepare_ranks(c, ranks, residual, weight);
+  }
+  EmulatedKernel kernel;
+  std::vector<RankBuffers> ranks = std::vector<RankBuffers>(2);
+  Bits16 residual, weight;
+  std::vector<FusedArgs> args;
+};
+
 void require_nothing_written(const RankBuffers& b) {
   REQUIRE(all_poisoned(b.out));
   REQUIRE(all_poisoned(b.scales));
@@ -243,16 +260,10 @@ void require_nothing_written(const RankBuffers& b) {
 }  // namespace
 
 TEST_CASE("emulated fused kernel: a rank that never comes is named after the timeout", "[cpu][emulated]") {
-  const FusedCase c{"gfx1250", 2, 1, 5, 2048, DType::bf16, Quant::fp8, Norm::rms};
-  const EmulatedKernel kernel(spec_of(c));
-  std::vector<RankBuffers> ranks(2);
-  auto rng = test::fresh_rng();
-  for (auto& r : ranks) r.input = test::random_tensor(rng, size_t(c.tokens) * size_t(c.hidden), c.dtype);
-  const Bits16 residual = test::random_tensor(rng, size_t(c.tokens) * size_t(c.hidden), c.dtype);
-  const Bits16 weight = test::random_tensor(rng, size_t(c.hidden), c.dtype);
-  std::vector<FusedArgs> args = prepare_ranks(c, ranks, residual, weight);
-  args[0].timeout_ns = 50'000'000;   // 50 ms
-  launch_ranks(kernel, args, 2, 1);  // rank 1 never launches
+  TwoRanks call({"gfx1250", 2, 1, 5, 2048, DType::bf16, Quant::fp8, Norm::rms});
+  call.args[0].timeout_ns = 50'000'000;        // 50 ms
+  launch_ranks(call.kernel, call.args, 2, 1);  // rank 1 never launches
+  const auto& ranks = call.ranks;
   const unsigned error = ranks[0].signal->error;
   REQUIRE(error != 0u);
   CHECK(signal_error_kind(error) == unsigned(kBarrierEntry));
@@ -263,15 +274,11 @@ TEST_CASE("emulated fused kernel: a rank that never comes is named after the tim
 
 TEST_CASE("emulated fused kernel: ranks whose calls differ record the mismatch and write nothing", "[cpu][emulated]") {
   const FusedCase c{"gfx942", 2, 2, 7, 2048, DType::bf16, Quant::fp8_group, Norm::rms};
-  const EmulatedKernel kernel(spec_of(c));
-  std::vector<RankBuffers> ranks(2);
-  auto rng = test::fresh_rng();
-  for (auto& r : ranks) r.input = test::random_tensor(rng, size_t(c.tokens) * size_t(c.hidden), c.dtype);
-  const Bits16 residual = test::random_tensor(rng, size_t(c.tokens) * size_t(c.hidden), c.dtype);
-  const Bits16 weight = test::random_tensor(rng, size_t(c.hidden), c.dtype);
-  std::vector<FusedArgs> args = prepare_ranks(c, ranks, residual, weight);
+  TwoRanks call(c);
+  auto& args = call.args;
   args[1].tokens = 5;  // rank 1 was called with fewer rows
-  launch_ranks(kernel, args, 2, 2);
+  launch_ranks(call.kernel, args, 2, 2);
+  const auto& ranks = call.ranks;
   const auto descriptor = [&](int tokens) {
     return call_descriptor(unsigned(tokens), unsigned(c.hidden), true, unsigned(c.quant), unsigned(c.norm),
                            unsigned(c.stage), true, unsigned(c.group), unsigned(c.scale_format));
@@ -286,4 +293,29 @@ TEST_CASE("emulated fused kernel: ranks whose calls differ record the mismatch a
     CHECK(s.mismatch_theirs == descriptor(args[size_t(1 - r)].tokens));
     require_nothing_written(ranks[size_t(r)]);
   }
+}
+
+// Hidden (long: the fused specs are most of the default set; run by hand after a template
+// change): every fused_ar and allreduce kernel of the default set, 7 rows on 2 blocks, one call.
+namespace {
+
+void sweep_fused(const std::string& target) {
+  int ran = 0;
+  for (const KernelSpec& s : default_specs({Target::parse(target)})) {
+    if (s.module != Module::fused_ar && s.module != Module::allreduce) continue;
+    check_fused({target, s.world, s.stage, 7, s.hidden, s.dtype, s.quant, s.norm, s.module == Module::fused_ar, s.group,
+                 s.scale},
+                2, 1);
+    ++ran;
+  }
+  WARN(ran << " default-set fused and allreduce specs of " << target << " ran bit-exact in emulation");
+}
+
+}  // namespace
+
+TEST_CASE("emulated: every default-set fused kernel of gfx1250", "[.][emulated-sweep][gfx1250]") {
+  sweep_fused("gfx1250");
+}
+TEST_CASE("emulated: every default-set fused kernel of gfx942", "[.][emulated-sweep][gfx942]") {
+  sweep_fused("gfx942");
 }
