@@ -17,10 +17,6 @@
 
 namespace arfuse::test {
 
-struct NormProbe {
-  int up = 0, down = 0;  // probes whose y changes when inv is one ulp higher, or lower
-};
-
 namespace detail {
 
 inline float weight_factor(const reference::EpilogueConfig& c, float w) {
@@ -49,9 +45,9 @@ inline std::vector<std::uint16_t> t_values(jit::DType dtype, float lo, float hi)
 // pair for one ulp down; the probes take them in turn. bf16 has only 128 x 128 mantissa pairs, and
 // only about one row in 30 has both (measured: 14 of 400 random inverse norms): a row without is
 // drawn again.
-inline NormProbe plant_norm_probe(const reference::EpilogueConfig& c, int row, int first_vector, int probes,
-                                  std::mt19937& rng, reference::Bits16& ar, reference::Bits16& residual,
-                                  reference::Bits16& weight) {
+inline void plant_norm_probe(const reference::EpilogueConfig& c, int row, int first_vector, int probes,
+                             std::mt19937& rng, reference::Bits16& ar, reference::Bits16& residual,
+                             reference::Bits16& weight) {
   const int hidden = c.hidden;
   const jit::BlockShape shape = jit::block_shape(hidden, c.target.warp_size());
   REQUIRE(probes >= 2);
@@ -101,10 +97,18 @@ inline NormProbe plant_norm_probe(const reference::EpilogueConfig& c, int row, i
       weight[column] = chosen.second;
     }
     REQUIRE(reference::inverse_norm(c, row_values().data()) == inv);  // the probes did not move it
-    return NormProbe{(probes + 1) / 2, probes / 2};
+    return;
   }
   FAIL("no probe row in 1000 draws: the search for values next to a tie is broken");
-  return {};
+}
+
+// Rows first_row .. first_row + rows - 1 made probe rows, with 64 probes each in columns of their
+// own (so their weights do not collide); rows * 64 vectors must fit in the first k = 0 slots.
+inline void plant_norm_probe_rows(const reference::EpilogueConfig& c, int first_row, int rows, std::mt19937& rng,
+                                  reference::Bits16& ar, reference::Bits16& residual, reference::Bits16& weight) {
+  constexpr int kProbesPerRow = 64;
+  for (int r = 0; r < rows; ++r)
+    plant_norm_probe(c, first_row + r, r * kProbesPerRow, kProbesPerRow, rng, ar, residual, weight);
 }
 
 }  // namespace arfuse::test
