@@ -99,6 +99,16 @@ inline std::string fresh_dir(const std::string& prefix = "arfuse-test") {
   return pattern;
 }
 
+// Every byte of a host output buffer set to the poison the tests fill device outputs with, so an
+// element the kernel never wrote cannot match the reference by chance.
+inline constexpr std::uint8_t kPoisonByte = 0xff;
+template <typename T>
+std::vector<T> poisoned(std::size_t n) {
+  std::vector<T> v(n);
+  std::memset(v.data(), kPoisonByte, n * sizeof(T));
+  return v;
+}
+
 inline std::mt19937 fresh_rng() {
   static std::random_device device;
   const unsigned seed = device();

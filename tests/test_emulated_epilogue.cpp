@@ -22,7 +22,6 @@ using arfuse::test::EmulatedKernel;
 
 namespace {
 
-constexpr std::uint8_t kPoison = 0xff;
 constexpr int kFirstProbeRow = 6, kProbeRows = 4;
 
 struct Case {
@@ -79,13 +78,6 @@ KernelSpec spec_of(const Case& c, Module module, Quant quant) {
   return s;
 }
 
-template <typename T>
-std::vector<T> poisoned(size_t n) {
-  std::vector<T> v(n);
-  std::memset(v.data(), kPoison, n * sizeof(T));
-  return v;
-}
-
 // rmsnorm_quant, then token_quant or group_quant of its mirror (contract step 8), every output
 // against the reference.
 void check_epilogue(const Case& c) {
@@ -109,8 +101,8 @@ void check_epilogue(const Case& c) {
   const bool byte_scales = mx || (grouped && c.scale_format == ScaleFormat::e8m0);
   const size_t out_bytes = c.quant == Quant::none ? n * 2 : mx ? n / 2 : n;
   const size_t scale_count = grouped ? n / size_t(mx ? 32 : c.group) : size_t(tokens);
-  auto residual_out = poisoned<std::uint16_t>(n), mirror = poisoned<std::uint16_t>(n);
-  auto out = poisoned<std::uint8_t>(out_bytes), scales = poisoned<std::uint8_t>(scale_count * 4);
+  auto residual_out = test::poisoned<std::uint16_t>(n), mirror = test::poisoned<std::uint16_t>(n);
+  auto out = test::poisoned<std::uint8_t>(out_bytes), scales = test::poisoned<std::uint8_t>(scale_count * 4);
 
   const EmulatedKernel kernel(spec_of(c, Module::rmsnorm_quant, c.quant));
   const auto strides = detail::scale_strides(c.quant, c.group, c.scale_layout, tokens, hidden);
@@ -143,7 +135,7 @@ void check_epilogue(const Case& c) {
   test::require_bits_equal(mirror, expected.mirror, "mirror", hidden);
 
   // Step 8: quantising the mirror alone gives the same bytes and scales.
-  auto q2 = poisoned<std::uint8_t>(out_bytes), s2 = poisoned<std::uint8_t>(scale_count * 4);
+  auto q2 = test::poisoned<std::uint8_t>(out_bytes), s2 = test::poisoned<std::uint8_t>(scale_count * 4);
   void *q2_p = q2.data(), *s2_p = s2.data();
   const void* mirror_in = mirror.data();
   if (grouped) {

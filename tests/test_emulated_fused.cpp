@@ -23,8 +23,6 @@ using arfuse::test::EmulatedKernel;
 
 namespace {
 
-constexpr std::uint8_t kPoison = 0xff;
-
 struct FusedCase {
   std::string target;
   int world, stage, tokens, hidden;
@@ -36,13 +34,6 @@ struct FusedCase {
   ScaleFormat scale_format = ScaleFormat::f32;
   ScaleLayout scale_layout = ScaleLayout::row_major;
 };
-
-template <typename T>
-std::vector<T> poisoned(size_t n) {
-  std::vector<T> v(n);
-  std::memset(v.data(), kPoison, n * sizeof(T));
-  return v;
-}
 
 struct RankBuffers {
   Bits16 input, staging, gather;
@@ -122,9 +113,10 @@ std::vector<FusedArgs> prepare_ranks(const FusedCase& c, std::vector<RankBuffers
   const size_t n = size_t(c.tokens) * size_t(c.hidden);
   const OutputSizes sizes = output_sizes(c);
   for (auto& b : ranks) {
-    b.staging = poisoned<std::uint16_t>(n), b.gather = poisoned<std::uint16_t>(n);
-    b.residual_out = poisoned<std::uint16_t>(n), b.mirror = poisoned<std::uint16_t>(n);
-    b.out = poisoned<std::uint8_t>(sizes.out_bytes), b.scales = poisoned<std::uint8_t>(sizes.scale_count * 4);
+    b.staging = test::poisoned<std::uint16_t>(n), b.gather = test::poisoned<std::uint16_t>(n);
+    b.residual_out = test::poisoned<std::uint16_t>(n), b.mirror = test::poisoned<std::uint16_t>(n);
+    b.out = test::poisoned<std::uint8_t>(sizes.out_bytes),
+    b.scales = test::poisoned<std::uint8_t>(sizes.scale_count * 4);
   }
   const auto strides = detail::scale_strides(c.quant, c.group, c.scale_layout, c.tokens, c.hidden);
   std::vector<FusedArgs> args(ranks.size());
@@ -232,7 +224,7 @@ TEST_CASE("emulated AMD fused all-reduce kernels equal the reference on every ra
 namespace {
 
 bool all_poisoned(const std::vector<std::uint8_t>& bytes) {
-  return std::all_of(bytes.begin(), bytes.end(), [](std::uint8_t b) { return b == kPoison; });
+  return std::all_of(bytes.begin(), bytes.end(), [](std::uint8_t b) { return b == test::kPoisonByte; });
 }
 
 // Two ranks' kernel, buffers and arguments for one call of `c` on fresh inputs.
