@@ -370,6 +370,57 @@ extern "C" __global__ void fp8_divisors(const float* amax, unsigned* out, int n)
   test::require_bits_equal(got, want, "fp8_divisor fields", 5);
 }
 
+TEST_CASE("the paired residual add is the f32 sum rounded to T for every pair of values", "[gpu][numerics]") {
+  Context& ctx = gpu_context();
+  const Target target = ctx.device().target();
+  // Thread a (one per 16-bit pattern) adds every pattern b to a, as bf16 and as f16, two b at a
+  // time in the pair's halves, and compares add_pair with the f32 sum rounded by round_pair (the
+  // path the other kernels take, itself checked against the reference above): all 2^32 ordered
+  // pairs of each type, NaN payloads, Inf, subnormals and overflow included.
+  const Kernel kernel = load_template_test_kernel(ctx.device(), "platform.cuh", "pair_add", R"(
+template <typename T>
+__device__ unsigned sum_pair(unsigned a, unsigned b) {
+  return arfuse::round_pair<T>(arfuse::widen(T{(unsigned short)a}) + arfuse::widen(T{(unsigned short)b}),
+                               arfuse::widen(T{(unsigned short)a}) + arfuse::widen(T{(unsigned short)(b + 1)}));
+}
+template <typename T>
+__device__ void check(unsigned a, unsigned b, unsigned* mismatches, unsigned* first) {
+  const unsigned got = arfuse::add_pair<T>(a | a << 16, b | (b + 1) << 16), want = sum_pair<T>(a, b);
+  if (got != want && atomicAdd(mismatches, 1u) == 0) first[0] = a << 16 | b, first[1] = got, first[2] = want;
+}
+extern "C" __global__ void pair_add(unsigned* mismatches, unsigned* first, int* has_pair_add) {
+  const unsigned a = blockIdx.x * blockDim.x + threadIdx.x;
+  if (a == 0) *has_pair_add = arfuse::kPairAdd ? 1 : 0;
+  if (!arfuse::kPairAdd || a > 0xffffu) return;
+  for (unsigned b = 0; b < 0x10000u; b += 2) {
+    check<arfuse::bf16_t>(a, b, mismatches, first);
+    check<arfuse::f16_t>(a, b, mismatches + 1, first + 3);
+  }
+}
+)");
+  Stream stream(ctx.device());
+  DeviceBuffer d_mismatches(ctx.device(), 2 * 4), d_first(ctx.device(), 6 * 4), d_has(ctx.device(), 4);
+  d_mismatches.fill(0), d_first.fill(0xee), d_has.fill(0xee);
+  void *mismatches = d_mismatches.get(), *first = d_first.get(), *has = d_has.get();
+  void* params[] = {&mismatches, &first, &has};
+  kernel.launch(0x10000u / 256, stream, params);
+  stream.synchronize();
+  const auto has_pair_add = d_has.download<std::int32_t>(1)[0];
+  const bool expected = target.vendor() == Vendor::nvidia && target.generation() >= 90;
+  INFO(target.name());
+  REQUIRE(has_pair_add == (expected ? 1 : 0));
+  if (!expected) {
+    WARN("not checked: " << target.name() << " has no paired add (its kernels add in f32)");
+    return;
+  }
+  const auto counts = d_mismatches.download<std::uint32_t>(2), where = d_first.download<std::uint32_t>(6);
+  for (int t = 0; t < 2; ++t) {
+    INFO((t == 0 ? "bf16" : "f16") << ": first mismatch at a << 16 | b = " << std::hex << where[size_t(3 * t)]
+                                   << ", got " << where[size_t(3 * t + 1)] << ", want " << where[size_t(3 * t + 2)]);
+    CHECK(counts[size_t(t)] == 0u);
+  }
+}
+
 TEST_CASE("the device FP8, f16 and bf16 conversions match the software ones", "[gpu][numerics]") {
   Context& ctx = gpu_context();
   const Target target = ctx.device().target();

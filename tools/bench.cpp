@@ -59,9 +59,10 @@ options:
                   checked and counted; the unfused path's y is the mirror) (default: none,fp8)
   --world N       ranks for fused/allreduce (default 4)
   --stage N       force 1 or 2 for fused (default: the tuning table)
-  --pdl           (epilogue) also time a producer kernel that writes the input followed by
-                  rmsnorm_quant, launched plainly and with programmatic dependent launch
-                  (NVIDIA sm_90+), interleaved: what PDL saves per call
+  --pdl           (epilogue) also time rmsnorm_quant's calls back to back, and a producer
+                  kernel that writes the input followed by rmsnorm_quant, each launched plainly
+                  and with programmatic dependent launch (NVIDIA sm_90+), interleaved: what
+                  PDL saves per call
   --copy-rows     (epilogue) after each row, the bench's best copy kernel moving the same bytes
                   (half read, half written) in the same graphs, and the same kernel reading and
                   writing what the row reads and writes: the floor at that size
@@ -171,6 +172,31 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
         for (Row* r : {&copy, &split}) r->measured_exactness = false, rows.push_back(*r);
       }
       if (!producer) continue;
+      // Back-to-back calls, each launched plainly or with programmatic dependency on the one before
+      // (as an engine that launches every kernel so would run them), interleaved. Every call still
+      // waits for the previous call to end before its first load; what PDL can hide is the launch
+      // and the block scheduling between calls.
+      auto chained = [&](bool pdl) {
+        return [&, pdl](int, int c) {
+          RmsnormQuantArgs a = args_for(c);
+          a.pdl = pdl;
+          rmsnorm_quant(ctx, a, stream);
+        };
+      };
+      const auto chain_times = time_interleaved(ctx.device(), streams, {chained(false), chained(true)}, replays, runs);
+      for (int pdl = 0; pdl < 2; ++pdl) {
+        Row calls{pdl ? "rmsnorm_quant, back to back, PDL" : "rmsnorm_quant, back to back",
+                  1,
+                  s,
+                  out_name(q),
+                  chain_times[size_t(pdl)],
+                  double(call_bytes)};
+        poison_outputs();
+        chained(pdl == 1)(0, 0);
+        stream.synchronize();
+        check_outputs(calls);
+        rows.push_back(calls);
+      }
       // Each call: the producer writes the input, then rmsnorm_quant reads it, launched plainly
       // or with programmatic dependency; the two interleaved. The inputs start poisoned, so the
       // first call on each set reads only what its producer wrote.

@@ -312,17 +312,24 @@ enum class ResidualStore { after_add, after_reduction };
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, ResidualStore STORE>
 __device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16 (&residual)[VPT], StagedWeight weight,
                                              float eps, const RowOutputs<T>& row, ReduceScratch& scratch) {
-  // Step 2: res = T(ar + residual_in) -> residual_out.
+  // Step 2: res = T(ar + residual_in) -> residual_out. On pairs where the target adds them in T
+  // (the same bits, platform.cuh's add_pair says why): half an instruction an element instead of
+  // three and a half, on a kernel whose last blocks are bound by instruction issue.
   Vec16 res[VPT];
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     if (!owns_vector<H, THREADS>(k)) continue;
-    float a[8], r[8];
-    unpack8<T>(ar[k], a);
-    unpack8<T>(residual[k], r);
+    if constexpr (kPairAdd) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) a[j] = a[j] + r[j];
-    res[k] = pack8<T>(a);
+      for (int i = 0; i < 4; ++i) res[k].w[i] = add_pair<T>(ar[k].w[i], residual[k].w[i]);
+    } else {
+      float a[8], r[8];
+      unpack8<T>(ar[k], a);
+      unpack8<T>(residual[k], r);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) a[j] = a[j] + r[j];
+      res[k] = pack8<T>(a);
+    }
     if constexpr (STORE == ResidualStore::after_add) {
       store16(row.residual_out + (threadIdx.x + k * THREADS) * 8, res[k]);
     }

@@ -316,6 +316,32 @@ __device__ __forceinline__ Vec16 pack8(const float (&in)[8]) {
   return v;
 }
 
+// T(a + b) for two pairs of T in one instruction, where kPairAdd says the target has one (NVIDIA
+// sm_90: add.rn.bf16x2, add.rn.f16x2). The same bits as the f32 sum rounded to T (the contract's
+// step 2): the f32 sum of two T values is either exact or far from a rounding boundary of T, since
+// f32 keeps more than 2p + 1 bits for T's p (double rounding is innocuous for addition), and a NaN
+// comes out as the canonical 0x7fff. tests/test_gpu_epilogue.cpp checks every pair of values of
+// both types on the device.
+#if defined(ARFUSE_VENDOR_NVIDIA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+inline constexpr bool kPairAdd = true;
+template <typename T>
+__device__ __forceinline__ u32 add_pair(u32 a, u32 b) {
+  u32 sum;
+  if constexpr (kIsBf16<T>) {
+    asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(sum) : "r"(a), "r"(b));
+  } else {
+    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(sum) : "r"(a), "r"(b));
+  }
+  return sum;
+}
+#else
+inline constexpr bool kPairAdd = false;
+template <typename T>
+__device__ __forceinline__ u32 add_pair(u32, u32) {  // never called where kPairAdd is false
+  return 0;
+}
+#endif
+
 // ---- NaN-keeping maximum ----------------------------------------------------------------
 
 // max that keeps NaN: the contract wants a NaN to reach the FP8 scale rule, not to vanish.
