@@ -98,9 +98,6 @@ struct HostBf16PairOps {
   static unsigned fma(unsigned a, unsigned b, unsigned c) {
     return join(half(a, 0) * half(b, 0) + half(c, 0), half(a, 1) * half(b, 1) + half(c, 1));
   }
-  static unsigned max(unsigned a, unsigned b) {
-    return std::max(a & 0xffffu, b & 0xffffu) | std::max(a >> 16, b >> 16) << 16;
-  }
   static unsigned min(unsigned a, unsigned b) {
     return std::min(a & 0xffffu, b & 0xffffu) | std::min(a >> 16, b >> 16) << 16;
   }

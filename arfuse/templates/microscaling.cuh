@@ -68,22 +68,25 @@ ARFUSE_HOST_DEVICE inline unsigned e2m1_code(float v) {
 }
 
 // The E2M1 codes of the two elements of a bf16 pair y (element 0 in the low half) scaled by
-// 2^-e, as one byte (element 0 in the low nibble): e2m1_code's arithmetic on both halves at once,
-// in bf16. |y| * 2^-e is exact in bf16 (a power-of-two scaling; below 2^-126, where bf16 rounds
-// subnormals, the code is 0 either way), and bf16's 8 significant bits hold 2^7 + o + |v| * s
-// rounded to an integer exactly as fp32 holds 2^23 + ... there (spacing 1 in [128, 256)), so
-// one fused multiply-add on the pair gives both codes in the halves' low bits. The halves never
-// carry or borrow into each other: every intermediate half stays below 0x8000. multiplier_pair:
-// the bf16 bits of 2^-e in both halves. PairOps: the bf16x2 multiply and fused multiply-add
-// (round to nearest even) and the u16x2 max and min (the hardware's on NVIDIA sm_90; tests
-// supply host ones).
+// 2^-e, as one byte (element 0 in the low nibble), in bf16 pair arithmetic. v = |y| * 2^-e is
+// exact in bf16 (a power-of-two scaling; below 2^-126, where bf16 rounds subnormals, the code is
+// 0 either way) and below 8 (|y| <= amax < 2^(e + 3)). The code of v is rne(L(v)), saturated at
+// 7, where L is e2m1_code's line of v's binade: 2v below 2, 2 + v in [2, 4), 4 + v / 2 in [4, 8).
+// The three lines meet at 2 and 4 and their slopes fall, so L is the smallest of them at every
+// v, and since rne is monotone the code is the smallest of the three lines rounded (and 7). In
+// [2^7, 2^8) bf16 holds exactly the integers, so fma(v, s, 2^7 + o) is 2^7 + rne(o + v * s),
+// rounded once, ties to even (o is even): no binade is read off the bits. The halves never carry
+// or borrow into each other: every intermediate half stays below 0x8000. multiplier_pair: the
+// bf16 bits of 2^-e in both halves. PairOps: the bf16x2 multiply and fused multiply-add (round
+// to nearest even) and the u16x2 minimum (the hardware's on NVIDIA sm_90; tests supply host ones).
 template <typename PairOps>
 ARFUSE_HOST_DEVICE inline unsigned e2m1_pair_byte(unsigned y_pair, unsigned multiplier_pair) {
   const unsigned magnitude = PairOps::mul(y_pair & 0x7fff7fffu, multiplier_pair);
-  const unsigned binade = PairOps::max((magnitude >> 7) & 0x00ff00ffu, 0x007f007fu);  // 127 below 2
-  const unsigned step = 0x7f807f80u - (binade << 7);                                  // 2^(128 - binade)
-  const unsigned offset = 0x43004300u + 2u * (binade - 0x007f007fu);                  // 2^7 + o
-  const unsigned rounded = PairOps::min(PairOps::fma(magnitude, step, offset), 0x43074307u);
+  const unsigned below_2 = PairOps::fma(magnitude, 0x40004000u, 0x43004300u);  // 2^7 + rne(2 v)
+  const unsigned below_4 = PairOps::fma(magnitude, 0x3f803f80u, 0x43024302u);  // 2^7 + 2 + rne(v)
+  const unsigned below_8 = PairOps::fma(magnitude, 0x3f003f00u, 0x43044304u);  // 2^7 + 4 + rne(v / 2)
+  const unsigned rounded =
+      PairOps::min(PairOps::min(below_2, below_4), PairOps::min(below_8, 0x43074307u));  // 2^7 + 7: 6.0
   const unsigned nibbles = (rounded & 0x00070007u) | ((y_pair >> 12) & 0x00080008u);
   return (nibbles | (nibbles >> 12)) & 0xffu;
 }

@@ -115,11 +115,6 @@ struct Bf16PairOps {
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
     return r;
   }
-  __device__ static __forceinline__ u32 max(u32 a, u32 b) {
-    u32 r;
-    asm("max.u16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-  }
   __device__ static __forceinline__ u32 min(u32 a, u32 b) {
     u32 r;
     asm("min.u16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
@@ -131,7 +126,6 @@ inline constexpr bool kBf16PairOps = false;
 struct Bf16PairOps {  // never called where kBf16PairOps is false; present so that callers compile
   __device__ static __forceinline__ u32 mul(u32, u32) { return 0; }
   __device__ static __forceinline__ u32 fma(u32, u32, u32) { return 0; }
-  __device__ static __forceinline__ u32 max(u32, u32) { return 0; }
   __device__ static __forceinline__ u32 min(u32, u32) { return 0; }
 };
 #endif
