@@ -172,61 +172,51 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
         for (Row* r : {&copy, &split}) r->measured_exactness = false, rows.push_back(*r);
       }
       if (!producer) continue;
-      // Back-to-back calls, each launched plainly or with programmatic dependency on the one before
-      // (as an engine that launches every kernel so would run them), interleaved. Every call still
-      // waits for the previous call to end before its first load; what PDL can hide is the launch
-      // and the block scheduling between calls.
-      auto chained = [&](bool pdl) {
-        return [&, pdl](int, int c) {
-          RmsnormQuantArgs a = args_for(c);
-          a.pdl = pdl;
-          rmsnorm_quant(ctx, a, stream);
-        };
+      // Times a variant launched plainly and with programmatic dependency, interleaved; a row for
+      // each, its exactness from one more call after `poison` poisons what that call must write.
+      auto plain_and_pdl = [&](const std::string& kind, double bytes, auto variant, auto poison) {
+        const auto times = time_interleaved(ctx.device(), streams, {variant(false), variant(true)}, replays, runs);
+        for (int pdl = 0; pdl < 2; ++pdl) {
+          Row timed{pdl ? kind + ", PDL" : kind, 1, s, out_name(q), times[size_t(pdl)], bytes};
+          poison();
+          variant(pdl == 1)(0, 0);
+          stream.synchronize();
+          check_outputs(timed);
+          rows.push_back(timed);
+        }
       };
-      const auto chain_times = time_interleaved(ctx.device(), streams, {chained(false), chained(true)}, replays, runs);
-      for (int pdl = 0; pdl < 2; ++pdl) {
-        Row calls{pdl ? "rmsnorm_quant, back to back, PDL" : "rmsnorm_quant, back to back",
-                  1,
-                  s,
-                  out_name(q),
-                  chain_times[size_t(pdl)],
-                  double(call_bytes)};
-        poison_outputs();
-        chained(pdl == 1)(0, 0);
-        stream.synchronize();
-        check_outputs(calls);
-        rows.push_back(calls);
-      }
-      // Each call: the producer writes the input, then rmsnorm_quant reads it, launched plainly
-      // or with programmatic dependency; the two interleaved. The inputs start poisoned, so the
-      // first call on each set reads only what its producer wrote.
+      // Back-to-back calls (as an engine that launches every kernel with PDL would run them). Every
+      // call still waits for the previous one to end before its first load; what PDL can hide is
+      // the launch and the block scheduling between calls.
+      plain_and_pdl(
+          "rmsnorm_quant, back to back", double(call_bytes),
+          [&](bool pdl) {
+            return [&, pdl](int, int c) {
+              RmsnormQuantArgs a = args_for(c);
+              a.pdl = pdl;
+              rmsnorm_quant(ctx, a, stream);
+            };
+          },
+          poison_outputs);
+      // Each call: the producer writes the input, then rmsnorm_quant reads it. The inputs start
+      // poisoned, so the first call on each set reads only what its producer wrote.
       DeviceBuffer source(ctx.device(), n * 2);
       source.upload(in);
       for (auto& set : sets) set.in.fill(0xff);
-      auto pair = [&](bool pdl) {
-        return [&, pdl](int, int c) {
-          RmsnormQuantArgs a = args_for(c);
-          a.pdl = pdl;
-          testing::launch_producer(*producer, source.get(), const_cast<void*>(a.input), n * 2, stream);
-          rmsnorm_quant(ctx, a, stream);
-        };
-      };
-      const auto times = time_interleaved(ctx.device(), streams, {pair(false), pair(true)}, replays, runs);
-      for (int pdl = 0; pdl < 2; ++pdl) {
-        Row paired{pdl ? "producer + rmsnorm_quant, PDL" : "producer + rmsnorm_quant",
-                   1,
-                   s,
-                   out_name(q),
-                   times[size_t(pdl)],
-                   double(call_bytes + n * 2 * 2)};
-        // Exactness of one more call of this variant, on a poisoned input and poisoned outputs.
-        sets[0].in.fill(0xff);
-        poison_outputs();
-        pair(pdl == 1)(0, 0);
-        stream.synchronize();
-        check_outputs(paired);
-        rows.push_back(paired);
-      }
+      plain_and_pdl(
+          "producer + rmsnorm_quant", double(call_bytes + n * 2 * 2),
+          [&](bool pdl) {
+            return [&, pdl](int, int c) {
+              RmsnormQuantArgs a = args_for(c);
+              a.pdl = pdl;
+              testing::launch_producer(*producer, source.get(), const_cast<void*>(a.input), n * 2, stream);
+              rmsnorm_quant(ctx, a, stream);
+            };
+          },
+          [&] {
+            sets[0].in.fill(0xff);
+            poison_outputs();
+          });
     }
   }
   return rows;
