@@ -313,9 +313,9 @@ __device__ __forceinline__ Vec16 pack8(const float (&in)[8]) {
 // T(a + b) for two pairs of T in one instruction, where kPairAdd says the target has one (NVIDIA
 // sm_90: add.rn.bf16x2, add.rn.f16x2). The same bits as the f32 sum rounded to T (the contract's
 // step 2): the f32 sum of two T values is either exact or far from a rounding boundary of T, since
-// f32 keeps more than 2p + 1 bits for T's p (double rounding is innocuous for addition), and a NaN
-// comes out as the canonical 0x7fff. tests/test_gpu_epilogue.cpp checks every pair of values of
-// both types on the device.
+// f32 keeps more than 2p + 1 bits for T's p (double rounding is innocuous for addition). That the
+// hardware also rounds to nearest even, keeps subnormals and gives the canonical NaN 0x7fff, as
+// T(v) must, tests/test_gpu_epilogue.cpp checks with every pair of values of both types.
 #if defined(ARFUSE_VENDOR_NVIDIA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 inline constexpr bool kPairAdd = true;
 template <typename T>
