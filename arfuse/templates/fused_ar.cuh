@@ -82,17 +82,18 @@ __device__ __forceinline__ Vec16 fold_vector(const Vec16 (&v)[W]) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) sum.w[i] = add_pair<T>(v[0].w[i], v[1].w[i]);
     return sum;
-  }
-  float acc[8];
-  unpack8<T>(v[0], acc);
+  } else {
+    float acc[8];
+    unpack8<T>(v[0], acc);
 #pragma unroll
-  for (int r = 1; r < W; ++r) {
-    float t[8];
-    unpack8<T>(v[r], t);
+    for (int r = 1; r < W; ++r) {
+      float t[8];
+      unpack8<T>(v[r], t);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[j] += t[j];
+      for (int j = 0; j < 8; ++j) acc[j] += t[j];
+    }
+    return pack8<T>(acc);
   }
-  return pack8<T>(acc);
 }
 
 // The folded vectors this thread owns of the row at `offset`. All W loads of a vector are
