@@ -86,7 +86,7 @@ TEST_CASE("the kernels' floor(log2) and MXFP4 exponent equal the reference", "[c
 
 namespace {
 
-// The bf16x2 and u16x2 operations of e2m1_pair_byte, on the host: each bf16 result is the exact
+// The bf16x2 and u16x2 operations of e2m1_pair_codes, on the host: each bf16 result is the exact
 // result rounded to nearest even (through double, then float, then bf16: where that double
 // rounding could differ from one rounding, below 2^-16, the code is 0 either way).
 struct HostBf16PairOps {
@@ -108,6 +108,8 @@ struct HostBf16PairOps {
 TEST_CASE("the packed bf16 E2M1 encoder's arithmetic gives e2m1_code's codes", "[cpu][quant]") {
   // Every bf16 element the kernel can pass for every shared exponent: |y| * 2^-e < 8, since
   // e = floor(log2(amax)) - 2 and |y| <= amax (NaN and Inf blocks never reach the encoder).
+  // Consecutive pairs go through e2m1_vector_bytes four at a time, so each pair position of a
+  // vector sees a quarter of them.
   long long pairs = 0;
   for (int e = -127; e <= 125; ++e) {
     const float scale = std::ldexp(1.0f, -e);
@@ -116,21 +118,33 @@ TEST_CASE("the packed bf16 E2M1 encoder's arithmetic gives e2m1_code's codes", "
       const float y = ref::bf16_to_float(std::uint16_t(b));
       return std::isfinite(y) && double(std::fabs(y)) * double(scale) < 8.0;
     };
+    auto code = [&](std::uint32_t b) { return arfuse::e2m1_code(ref::bf16_to_float(std::uint16_t(b)) * scale); };
+    unsigned vector[4] = {}, expected = 0;
+    int filled = 0;
     for (std::uint32_t lo = 0; lo < 0x10000; ++lo) {
       if (!in_range(lo)) continue;
       std::uint32_t hi = (lo * 7919u + 13u) & 0xffffu;
       if (!in_range(hi)) hi = 0x8000u;  // -0
-      const float vlo = ref::bf16_to_float(std::uint16_t(lo)) * scale,
-                  vhi = ref::bf16_to_float(std::uint16_t(hi)) * scale;
-      const unsigned expected = arfuse::e2m1_code(vlo) | arfuse::e2m1_code(vhi) << 4;
-      const unsigned got = arfuse::e2m1_pair_byte<HostBf16PairOps>(lo | hi << 16, multiplier * 0x10001u);
+      vector[filled] = lo | hi << 16;
+      expected |= (code(lo) | code(hi) << 4) << (8 * filled);
       ++pairs;
+      if (++filled < 4) continue;
+      const unsigned got = arfuse::e2m1_vector_bytes<HostBf16PairOps>(vector, multiplier * 0x10001u);
       if (got != expected) {
-        FAIL("e = " << e << ", bf16 pair 0x" << std::hex << (lo | hi << 16) << ": byte 0x" << got
-                    << ", e2m1_code gives 0x" << expected);
+        FAIL("e = " << e << ", bf16 pairs 0x" << std::hex << vector[0] << " 0x" << vector[1] << " 0x" << vector[2]
+                    << " 0x" << vector[3] << ": bytes 0x" << got << ", e2m1_code gives 0x" << expected);
       }
+      filled = 0;
+      expected = 0;
     }
   }
   CHECK(pairs > 8000000);  // every in-range bf16 value (both signs) at each of the 253 exponents
-  SUCCEED("every pair matched");
+  SUCCEED("every vector matched");
+}
+
+TEST_CASE("byte_perm picks the bytes its selector names", "[cpu][quant]") {
+  CHECK(arfuse::byte_perm(0x33221100u, 0x77665544u, 0x3210u) == 0x33221100u);
+  CHECK(arfuse::byte_perm(0x33221100u, 0x77665544u, 0x7654u) == 0x77665544u);
+  CHECK(arfuse::byte_perm(0x33221100u, 0x77665544u, 0x6240u) == 0x66224400u);
+  CHECK(arfuse::byte_perm(0x33221100u, 0x77665544u, 0x5410u) == 0x55441100u);
 }

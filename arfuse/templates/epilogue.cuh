@@ -227,8 +227,7 @@ __device__ __forceinline__ void quantize_mx(const Vec16 (&y)[VPT], u8* out, u8* 
     u32 packed = 0;
     if (finite && kBf16PairOps && kIsBf16<T>) {
       const u32 multiplier = u32(127 - e) << 7;  // 2^-e in bf16, normal for -127 <= e <= 125
-#pragma unroll
-      for (int i = 0; i < 4; ++i) packed |= e2m1_pair_byte<Bf16PairOps>(y[k].w[i], multiplier * 0x10001u) << (8 * i);
+      packed = e2m1_vector_bytes<Bf16PairOps>(y[k].w, multiplier * 0x10001u);
     } else if (finite) {
       const float multiplier = bits_to_float(u32(127 - e) << 23);  // 2^-e, a normal float for e <= 125
       float v[8];

@@ -67,28 +67,55 @@ ARFUSE_HOST_DEVICE inline unsigned e2m1_code(float v) {
   return ((bits >> 28) & 0x8u) | magnitude;
 }
 
-// The E2M1 codes of the two elements of a bf16 pair y (element 0 in the low half) scaled by
-// 2^-e, as one byte (element 0 in the low nibble), in bf16 pair arithmetic. v = |y| * 2^-e is
-// exact in bf16 (a power-of-two scaling; below 2^-126, where bf16 rounds subnormals, the code is
-// 0 either way) and below 8 (|y| <= amax < 2^(e + 3)). The code of v is rne(L(v)), saturated at
-// 7, where L is e2m1_code's line of v's binade: 2v below 2, 2 + v in [2, 4), 4 + v / 2 in [4, 8).
-// The three lines meet at 2 and 4 and their slopes fall, so L is the smallest of them at every
-// v, and since rne is monotone the code is the smallest of the three lines rounded (and 7). In
-// [2^7, 2^8) bf16 holds exactly the integers, so fma(v, s, 2^7 + o) is 2^7 + rne(o + v * s),
-// rounded once, ties to even (o is even): no binade is read off the bits. The halves never carry
-// or borrow into each other: every intermediate half stays below 0x8000. multiplier_pair: the
-// bf16 bits of 2^-e in both halves. PairOps: the bf16x2 multiply and fused multiply-add (round
-// to nearest even) and the u16x2 minimum (the hardware's on NVIDIA sm_90; tests supply host ones).
+// Byte i of the result is byte (selector >> 4i) & 7 of the eight bytes b:a (a's are 0-3): PTX's
+// prmt without its sign-replicating selectors, which no caller uses.
+ARFUSE_HOST_DEVICE inline unsigned byte_perm(unsigned a, unsigned b, unsigned selector) {
+#if defined(ARFUSE_VENDOR_NVIDIA) && (defined(__CUDA_ARCH__) || defined(__CUDACC_RTC__))
+  return __byte_perm(a, b, selector);
+#else
+  const unsigned long long bytes = (unsigned long long)b << 32 | a;
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i) r |= unsigned(bytes >> (8 * ((selector >> (4 * i)) & 7u)) & 0xffu) << (8 * i);
+  return r;
+#endif
+}
+
+// The E2M1 codes of the two elements of a bf16 pair y scaled by 2^-e: element 0's in the low
+// byte, element 1's in byte 2 (bytes 1 and 3 hold 0x43, which the caller drops), in bf16 pair
+// arithmetic. v = |y| * 2^-e is exact in bf16 (a power-of-two scaling; below 2^-126, where bf16
+// rounds subnormals, the code is 0 either way) and below 8 (|y| <= amax < 2^(e + 3)). The code
+// of v is rne(L(v)), saturated at 7, where L is e2m1_code's line of v's binade: 2v below 2,
+// 2 + v in [2, 4), 4 + v / 2 in [4, 8). The three lines meet at 2 and 4 and their slopes fall,
+// so L is the smallest of them at every v, and since rne is monotone the code is the smallest of
+// the three lines rounded (and 7). In [2^7, 2^8) bf16 holds exactly the integers, so
+// fma(v, s, 2^7 + o) is 2^7 + rne(o + v * s), rounded once, ties to even (o is even), and its
+// low byte is the code: no binade is read off the bits. The halves never carry or borrow into
+// each other: every intermediate half stays below 0x8000. multiplier_pair: the bf16 bits of 2^-e
+// in both halves. PairOps: the bf16x2 multiply and fused multiply-add (round to nearest even) and
+// the u16x2 minimum (the hardware's on NVIDIA sm_90; tests supply host ones).
 template <typename PairOps>
-ARFUSE_HOST_DEVICE inline unsigned e2m1_pair_byte(unsigned y_pair, unsigned multiplier_pair) {
+ARFUSE_HOST_DEVICE inline unsigned e2m1_pair_codes(unsigned y_pair, unsigned multiplier_pair) {
   const unsigned magnitude = PairOps::mul(y_pair & 0x7fff7fffu, multiplier_pair);
   const unsigned below_2 = PairOps::fma(magnitude, 0x40004000u, 0x43004300u);  // 2^7 + rne(2 v)
   const unsigned below_4 = PairOps::fma(magnitude, 0x3f803f80u, 0x43024302u);  // 2^7 + 2 + rne(v)
   const unsigned below_8 = PairOps::fma(magnitude, 0x3f003f00u, 0x43044304u);  // 2^7 + 4 + rne(v / 2)
   const unsigned rounded =
       PairOps::min(PairOps::min(below_2, below_4), PairOps::min(below_8, 0x43074307u));  // 2^7 + 7: 6.0
-  const unsigned nibbles = (rounded & 0x00070007u) | ((y_pair >> 12) & 0x00080008u);
-  return (nibbles | (nibbles >> 12)) & 0xffu;
+  return rounded | ((y_pair >> 12) & 0x00080008u);  // the sign as each code's bit 3
+}
+
+// The E2M1 codes of a vector of 8 bf16 elements (4 pairs, element 2i in pair i's low half)
+// scaled by 2^-e, as 4 bytes: element j in nibble j (element 2i in byte i's low nibble). The
+// codes are gathered as bytes (0, 2, 1, 3 and 4, 6, 5, 7), and shifting the upper half down by
+// 12 puts code 1 beside code 0 and code 3 beside code 2: no nibble is masked or placed singly.
+template <typename PairOps>
+ARFUSE_HOST_DEVICE inline unsigned e2m1_vector_bytes(const unsigned (&y)[4], unsigned multiplier_pair) {
+  unsigned codes[4];
+  for (int i = 0; i < 4; ++i) codes[i] = e2m1_pair_codes<PairOps>(y[i], multiplier_pair);
+  unsigned low = byte_perm(codes[0], codes[1], 0x6240u), high = byte_perm(codes[2], codes[3], 0x6240u);
+  low |= low >> 12;
+  high |= high >> 12;
+  return byte_perm(low, high, 0x5410u);
 }
 
 }  // namespace arfuse

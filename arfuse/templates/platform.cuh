@@ -101,7 +101,7 @@ __device__ __forceinline__ u32 warp_max_unsigned(u32 v) { return v; }  // not ca
 #endif
 
 // Arithmetic on bf16 pairs and unsigned 16-bit pairs in one instruction each (NVIDIA sm_90):
-// microscaling.cuh's e2m1_pair_byte runs on it; kBf16PairOps says whether the target has it.
+// microscaling.cuh's e2m1_pair_codes runs on it; kBf16PairOps says whether the target has it.
 #if defined(ARFUSE_VENDOR_NVIDIA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 inline constexpr bool kBf16PairOps = true;
 struct Bf16PairOps {
