@@ -318,7 +318,7 @@ __device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     if (!owns_vector<H, THREADS>(k)) continue;
-    if constexpr (kPairAdd) {
+    if constexpr (kPairAddFor<T>) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) res[k].w[i] = add_pair<T>(ar[k].w[i], residual[k].w[i]);
     } else {

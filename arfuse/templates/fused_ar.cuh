@@ -77,7 +77,7 @@ __device__ __forceinline__ bool cross_rank_barrier(const PeerBuffers& peers, int
 // Two ranks' sum is one rounding of one addition: add_pair's, where the target has it.
 template <typename T, int W>
 __device__ __forceinline__ Vec16 fold_vector(const Vec16 (&v)[W]) {
-  if constexpr (W == 2 && kPairAdd) {
+  if constexpr (W == 2 && kPairAddFor<T>) {
     Vec16 sum;
 #pragma unroll
     for (int i = 0; i < 4; ++i) sum.w[i] = add_pair<T>(v[0].w[i], v[1].w[i]);
