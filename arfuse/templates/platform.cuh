@@ -340,7 +340,7 @@ __device__ __forceinline__ u32 add_pair(u32, u32) {  // never called where kPair
 // 13 more registers, one or two resident blocks fewer per SM (docs/performance-notes.md section
 // 24), and the bench times bf16 rows only, so f16 keeps the f32 add until a measurement says.
 template <typename T>
-inline constexpr bool kPairAddFor = kPairAdd&& kIsBf16<T>;
+inline constexpr bool kPairAddFor = (kPairAdd && kIsBf16<T>);
 
 // ---- NaN-keeping maximum ----------------------------------------------------------------
 
