@@ -13,6 +13,7 @@
 #include "arfuse/templates/fp8_divide.cuh"
 
 #include "helper_kernels.hpp"
+#include "norm_probe.hpp"
 #include "support.hpp"
 
 using namespace arfuse;
@@ -42,6 +43,15 @@ void add_special_rows(Bits16& input, int tokens, int hidden, DType dtype) {
   set_row(5, 1e-7f);
 }
 
+// Rows 6-9 probe the inverse norm (tests/norm_probe.hpp) where the call has them and the row has
+// room for 256 probes: a kernel whose reduction tree moves inv by one ulp changes y there.
+void plant_probe_rows(const reference::EpilogueConfig& config, int tokens, std::mt19937& rng, Bits16& ar,
+                      Bits16& residual, Bits16& weight) {
+  const jit::BlockShape shape = jit::block_shape(config.hidden, config.target.warp_size());
+  if (tokens < 10 || std::min(shape.threads, config.hidden / 8) < 4 * 64) return;
+  test::plant_norm_probe_rows(config, 6, 4, rng, ar, residual, weight);
+}
+
 struct EpilogueCase {
   int tokens, hidden;
   DType dtype;
@@ -64,6 +74,7 @@ void check_rmsnorm_quant(Context& ctx, const EpilogueCase& c) {
   Bits16 weight = test::random_tensor(rng, size_t(hidden), c.dtype, 0.5f);
   add_special_rows(ar, tokens, hidden, c.dtype);
   reference::EpilogueConfig config{hidden, c.dtype, c.quant, c.norm, 1e-5f, ctx.device().target()};
+  plant_probe_rows(config, tokens, rng, ar, residual, weight);
   const auto expected = reference::epilogue(config, tokens, ar, residual, weight);
 
   DeviceBuffer d_in(ctx.device(), n * 2), d_res(ctx.device(), n * 2), d_res_out(ctx.device(), n * 2),
@@ -142,6 +153,7 @@ void check_block_scaled(Context& ctx, const BlockScaledCase& c) {
   add_special_rows(ar, tokens, hidden, c.dtype);
   reference::EpilogueConfig config{hidden, c.dtype, c.quant, c.norm, 1e-5f, ctx.device().target()};
   config.group = c.group, config.scale_format = c.scale_format, config.scale_layout = c.scale_layout;
+  plant_probe_rows(config, tokens, rng, ar, residual, weight);
   const auto expected = reference::epilogue(config, tokens, ar, residual, weight);
 
   const bool mx = is_mxfp4(c.quant);
