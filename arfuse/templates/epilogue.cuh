@@ -303,6 +303,14 @@ __device__ __forceinline__ StagedWeight stage_weight(const T* weight, Vec16 (&st
   }
 }
 
+// Which epilogues add in pairs (add_pair: bf16 on sm_90): the block-scaled ones. On the H200
+// (docs/performance-notes.md section 26) the paired add made fp8_group 0.4-1.2 % faster on issue
+// 22's three rows, and MXFP4 (with its pair encoder) 0.8-1.5 % faster at h6144 but 1.2 % slower at
+// 2048x8192 (32 registers, a fourth block per SM); BF16 and per-token FP8 ran up to 0.8 % slower,
+// so they keep the f32 add and compile to the kernels they had before.
+template <typename T, int QUANT>
+inline constexpr bool kEpiloguePairAdd = kPairAddFor<T> && (kQuantIsGroupFp8<QUANT> || kQuantIsMxfp4<QUANT>);
+
 // When residual_out goes out: right after the add, or after the sum-of-squares reduction. Only
 // the timing differs (the same bits either way); each kernel chooses by measurement.
 enum class ResidualStore { after_add, after_reduction };
@@ -311,14 +319,14 @@ enum class ResidualStore { after_add, after_reduction };
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, ResidualStore STORE>
 __device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16 (&residual)[VPT], StagedWeight weight,
                                              float eps, const RowOutputs<T>& row, ReduceScratch& scratch) {
-  // Step 2: res = T(ar + residual_in) -> residual_out. On pairs where the target adds them in T
+  // Step 2: res = T(ar + residual_in) -> residual_out. On pairs where kEpiloguePairAdd says so
   // (the same bits, platform.cuh's add_pair says why): half an instruction an element instead of
-  // three and a half, on a kernel whose last blocks are bound by instruction issue.
+  // three and a half.
   Vec16 res[VPT];
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     if (!owns_vector<H, THREADS>(k)) continue;
-    if constexpr (kPairAddFor<T>) {
+    if constexpr (kEpiloguePairAdd<T, QUANT>) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) res[k].w[i] = add_pair<T>(ar[k].w[i], residual[k].w[i]);
     } else {

@@ -73,11 +73,16 @@ __device__ __forceinline__ bool cross_rank_barrier(const PeerBuffers& peers, int
   return failed == 0;
 }
 
+// Whether two ranks' sum is add_pair's (one rounding of one addition, as the f32 fold): in the
+// plain all-reduce, and where the epilogue adds in pairs too; the other epilogues keep the f32
+// fold with their f32 add (docs/performance-notes.md section 26).
+template <typename T, int QUANT, bool EPILOGUE>
+inline constexpr bool kFoldPairAdd = EPILOGUE ? kEpiloguePairAdd<T, QUANT> : kPairAddFor<T>;
+
 // T( ((f(x0) + f(x1)) + f(x2)) + ... ), packed: one vector of every rank, folded in rank order.
-// Two ranks' sum is one rounding of one addition: add_pair's, where the target has it.
-template <typename T, int W>
+template <typename T, int W, bool PAIRS>
 __device__ __forceinline__ Vec16 fold_vector(const Vec16 (&v)[W]) {
-  if constexpr (W == 2 && kPairAddFor<T>) {
+  if constexpr (W == 2 && PAIRS) {
     Vec16 sum;
 #pragma unroll
     for (int i = 0; i < 4; ++i) sum.w[i] = add_pair<T>(v[0].w[i], v[1].w[i]);
@@ -98,7 +103,7 @@ __device__ __forceinline__ Vec16 fold_vector(const Vec16 (&v)[W]) {
 
 // The folded vectors this thread owns of the row at `offset`. All W loads of a vector are
 // issued before the first add.
-template <typename T, int H, int THREADS, int VPT, int W>
+template <typename T, int H, int THREADS, int VPT, int W, bool PAIRS>
 __device__ __forceinline__ void fold_row(const PeerBuffers& peers, long long offset, Vec16 (&sum)[VPT]) {
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
@@ -107,7 +112,7 @@ __device__ __forceinline__ void fold_row(const PeerBuffers& peers, long long off
     Vec16 v[W];
 #pragma unroll
     for (int r = 0; r < W; ++r) v[r] = load_shared_l2(static_cast<const T*>(peers.staging[r]) + element);
-    sum[k] = fold_vector<T, W>(v);
+    sum[k] = fold_vector<T, W, PAIRS>(v);
   }
 }
 
@@ -172,7 +177,7 @@ __device__ __forceinline__ void reduce_rows(const FusedArgs& a, StagedWeight wei
     Vec16 residual[VPT];
     if (EPILOGUE) load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + (long long)row * H, residual);
     Vec16 x[VPT];
-    fold_row<T, H, THREADS, VPT, W>(a.peers, (long long)row * H, x);
+    fold_row<T, H, THREADS, VPT, W, kFoldPairAdd<T, QUANT, EPILOGUE>>(a.peers, (long long)row * H, x);
     finish_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, EPILOGUE>(a, row, x, residual, weight, scratch);
   }
 }
@@ -216,7 +221,7 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
       const int first = a.rank * share, last = min(a.tokens, first + share);
       for (int row = first + blockIdx.x; row < last; row += gridDim.x) {
         Vec16 x[VPT];
-        fold_row<T, H, THREADS, VPT, W>(a.peers, (long long)row * H, x);
+        fold_row<T, H, THREADS, VPT, W, kFoldPairAdd<T, QUANT, EPILOGUE>>(a.peers, (long long)row * H, x);
 #pragma unroll
         for (int r = 0; r < W; ++r)
           store_row<T, H, THREADS, VPT>(static_cast<T*>(a.peers.gather[r]) + (long long)row * H, x);
