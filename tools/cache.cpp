@@ -14,6 +14,7 @@
 #include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 
+#include "cache_code_diff.hpp"
 #include "cli.hpp"
 
 namespace arfuse::tools {
@@ -30,11 +31,15 @@ commands:
   prune --max-bytes N   remove stale temporaries, then least recently used entries until
                         at most N bytes (entries and temporaries) remain
   clear                 remove every entry and every temporary
+  code-diff OTHER_DIR   per spec, whether this cache and the one in OTHER_DIR hold the same
+                        machine code (code, constant and shared-memory sections of the cubin or
+                        code object; symbol tables and relocations are not compared); lists
+                        the specs that differ or that one side lacks; exit 1 if any
 
 --cache-dir defaults to $ARFUSE_CACHE_DIR, $XDG_CACHE_HOME/arfuse, ~/.cache/arfuse. On a
-folder that does not exist every command says so and creates nothing.
-exit status: 0 done, 1 bad entries found (verify) or an error, 2 usage error or a cache
-folder that cannot be used
+folder that does not exist every command says so and creates nothing (code-diff: exit 2).
+exit status: 0 done, 1 bad entries found (verify), code that differs (code-diff) or an error,
+2 usage error or a cache folder that cannot be used
 )";
 
 struct Described {
@@ -59,6 +64,12 @@ std::string when(std::int64_t ns) {
   char text[32];
   std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", std::localtime(&t));
   return text;
+}
+
+// False also for a path that cannot be looked at: opening it then says why.
+bool surely_absent(const std::string& path) {
+  std::error_code ec;
+  return !std::filesystem::exists(path, ec) && !ec;
 }
 
 std::unique_ptr<cache::DiskCache> open_cache(const std::string& dir) {
@@ -141,10 +152,16 @@ int cmd_verify(cache::DiskCache& disk, bool fix) {
 
 int cache_main(int argc, char** argv) {
   CommandLine cl(argc, argv, {"fix"}, {"cache-dir", "max-bytes"});
-  if (cl.positional().size() != 1) throw UsageError("expected one command: stat, ls, verify, prune or clear");
-  const std::string command = cl.positional()[0];
-  if (command != "stat" && command != "ls" && command != "verify" && command != "prune" && command != "clear") {
-    throw UsageError(fmt::format("unknown command '{}': use stat, ls, verify, prune or clear", command));
+  const auto& words = cl.positional();
+  if (words.empty()) throw UsageError("expected a command: stat, ls, verify, prune, clear or code-diff");
+  const std::string command = words[0];
+  if (command != "stat" && command != "ls" && command != "verify" && command != "prune" && command != "clear" &&
+      command != "code-diff") {
+    throw UsageError(fmt::format("unknown command '{}': use stat, ls, verify, prune, clear or code-diff", command));
+  }
+  if (command == "code-diff" && words.size() != 2) throw UsageError("code-diff takes one folder: the other cache");
+  if (command != "code-diff" && words.size() != 1) {
+    throw UsageError(fmt::format("{} takes no further arguments, not '{}'", command, words[1]));
   }
   if (cl.has("fix") && command != "verify") throw UsageError("--fix goes with verify");
   if (cl.has("max-bytes") && command != "prune") throw UsageError("--max-bytes goes with prune");
@@ -153,8 +170,14 @@ int cache_main(int argc, char** argv) {
   // Opening a cache creates its folder; a command that only reads or removes does not, and says
   // so (a mistyped --cache-dir would otherwise read as an empty cache, and be created).
   const std::string dir = cl.value("cache-dir", cache::default_cache_dir());
-  std::error_code ec;
-  if (!std::filesystem::exists(dir, ec) && !ec) {
+  if (command == "code-diff") {
+    // Comparing with a folder that is not there would list every spec as missing on one side.
+    for (const std::string& folder : {dir, words[1]}) {
+      if (surely_absent(folder)) throw ConfigError(fmt::format("code-diff: cache folder {} does not exist", folder));
+    }
+    return cmd_code_diff(*open_cache(dir), *open_cache(words[1]));
+  }
+  if (surely_absent(dir)) {
     std::printf("cache folder %s does not exist: nothing is cached there\n", dir.c_str());
     return 0;
   }

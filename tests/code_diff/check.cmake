@@ -1,0 +1,65 @@
+# cmake -DWARMUP=<arfuse-warmup> -DCACHE=<arfuse-cache> -DTEMPLATES=<arfuse/templates> -DWORK=<scratch> -P check.cmake
+# arfuse-cache code-diff on sm_90 caches warmed here (NVRTC, no GPU): templates with a comment
+# added give the same code for every spec; an f32 add turned into a subtraction changes the
+# kernels that add in f32 (BF16 none and per-token FP8) and not MXFP4's, which adds in pairs on
+# sm_90; a missing folder is a usage error, not a list of missing specs.
+cmake_minimum_required(VERSION 3.20)
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+
+function(run expected_rc)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL expected_rc)
+    message(FATAL_ERROR "exit ${rc}, not ${expected_rc}: ${ARGN}\n${out}")
+  endif()
+  set(last_output "${out}" PARENT_SCOPE)
+endfunction()
+
+function(expect text)
+  string(FIND "${last_output}" "${text}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "expected '${text}' in:\n${last_output}")
+  endif()
+endfunction()
+
+file(WRITE ${WORK}/specs.json [=[{"specs": [{"module": "rmsnorm_quant", "hidden": [2048], "dtype": ["bf16"],
+  "quant": ["none", "fp8", "mxfp4"], "norm": ["rms"]}], "targets": ["sm_90"]}]=])
+
+function(warm name templates)
+  run(0 ${CMAKE_COMMAND} -E env ARFUSE_TEMPLATE_DIR=${templates}
+      ${WARMUP} --config ${WORK}/specs.json --cache-dir ${WORK}/${name} --jobs 2 --quiet)
+endfunction()
+
+function(copy_templates name find replace)
+  file(COPY ${TEMPLATES}/ DESTINATION ${WORK}/${name})
+  file(READ ${WORK}/${name}/epilogue.cuh text)
+  string(FIND "${text}" "${find}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "epilogue.cuh no longer has '${find}': update this test")
+  endif()
+  string(REPLACE "${find}" "${replace}" text "${text}")
+  file(WRITE ${WORK}/${name}/epilogue.cuh "${text}")
+endfunction()
+
+copy_templates(commented "// Step 2: res = T(ar + residual_in)" "// (a comment)\n  // Step 2: res = T(ar + residual_in)")
+copy_templates(subtracting "a[j] = a[j] + r[j];" "a[j] = a[j] - r[j];")
+warm(original ${TEMPLATES})
+warm(commented ${WORK}/commented)
+warm(subtracting ${WORK}/subtracting)
+
+run(0 ${CACHE} --cache-dir ${WORK}/original code-diff ${WORK}/commented)
+expect("3 specs with the same code, 0 differ, 0 only in")
+run(1 ${CACHE} --cache-dir ${WORK}/original code-diff ${WORK}/subtracting)
+expect("DIFFERS rmsnorm_quant/h2048/bf16/none/rms/sm_90")
+expect("DIFFERS rmsnorm_quant/h2048/bf16/fp8/rms/sm_90")
+expect("1 specs with the same code, 2 differ, 0 only in")
+file(GLOB commented_entries ${WORK}/commented/*.arfuse)
+list(GET commented_entries 0 one_entry)
+file(REMOVE ${one_entry})
+run(1 ${CACHE} --cache-dir ${WORK}/original code-diff ${WORK}/commented)
+expect("2 specs with the same code, 0 differ, 1 only in ${WORK}/original, 0 only in")
+run(2 ${CACHE} --cache-dir ${WORK}/original code-diff ${WORK}/no-such-cache)
+expect("cache folder ${WORK}/no-such-cache does not exist")
+run(2 ${CACHE} --cache-dir ${WORK}/original code-diff)
+expect("code-diff takes one folder")
+message(STATUS "code-diff: same, differing, missing and usage cases as expected")
