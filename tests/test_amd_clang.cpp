@@ -80,6 +80,21 @@ TEST_CASE("the clang back end builds every module for the AMD targets", "[cpu][a
   }
 }
 
+TEST_CASE("a code object's sections are read by name; a cut or foreign file is an Error", "[cpu][amdclang]") {
+  if (!clang_available()) return;
+  const CompiledCode code = compile("rmsnorm_quant/h2048/bf16/fp8/rms/gfx942");
+  const auto sections = elf_sections(code.payload);
+  const auto text =
+      std::find_if(sections.begin(), sections.end(), [](const ElfSection& s) { return s.name == ".text"; });
+  REQUIRE(text != sections.end());
+  CHECK(text->bytes.size() == text->size);
+  CHECK(text->size > 100);
+  std::vector<std::uint8_t> cut(code.payload.begin(), code.payload.begin() + long(code.payload.size() / 2));
+  CHECK_THROWS_AS(elf_sections(cut), arfuse::Error);  // its section table lies past the end
+  std::vector<std::uint8_t> foreign(code.payload.size(), 0x7f);
+  CHECK_THROWS_AS(elf_sections(foreign), arfuse::Error);
+}
+
 TEST_CASE("AMD code objects say their target, wavefront size and FP8 range", "[cpu][amdclang]") {
   if (!clang_available()) return;
   struct Expect {

@@ -3,51 +3,20 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <cstring>
-#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/error.hpp"
+#include "arfuse/jit/elf_file.hpp"
 
 namespace arfuse::tools {
 namespace {
-
-template <typename T>
-T read_at(const std::vector<std::uint8_t>& bytes, std::uint64_t offset) {
-  if (offset > bytes.size() || bytes.size() - offset < sizeof(T)) {
-    throw Error(fmt::format("the payload ends at byte {} inside its ELF headers (at {})", bytes.size(), offset));
-  }
-  T value;
-  std::memcpy(&value, bytes.data() + offset, sizeof(T));
-  return value;
-}
 
 bool decides_behaviour(const std::string& name) {
   for (const char* prefix : {".text", ".nv.constant0.", ".rodata", ".nv.shared."}) {
     if (name.rfind(prefix, 0) == 0) return true;
   }
   return false;
-}
-
-struct SectionHeader {
-  std::uint32_t name, type;
-  std::uint64_t offset, size;
-};
-
-SectionHeader section_header(const std::vector<std::uint8_t>& elf, std::uint64_t at) {
-  SectionHeader h;
-  h.name = read_at<std::uint32_t>(elf, at);
-  h.type = read_at<std::uint32_t>(elf, at + 4);
-  h.offset = read_at<std::uint64_t>(elf, at + 24);
-  h.size = read_at<std::uint64_t>(elf, at + 32);
-  return h;
-}
-
-std::string section_name(const std::vector<std::uint8_t>& elf, const SectionHeader& names, std::uint32_t at) {
-  if (at >= names.size || names.offset + names.size > elf.size()) throw Error("a section name lies outside its table");
-  const char* begin = reinterpret_cast<const char*>(elf.data() + names.offset + at);
-  return std::string(begin, strnlen(begin, names.size - at));
 }
 
 // The spec of each good entry, with its code sections; bad entries are counted, as verify does.
@@ -74,32 +43,13 @@ std::map<std::string, std::map<std::string, std::string>> code_by_spec(cache::Di
 }  // namespace
 
 std::map<std::string, std::string> code_sections(const std::vector<std::uint8_t>& elf) {
-  if (elf.size() < 64 || std::memcmp(elf.data(),
-                                     "\x7f"
-                                     "ELF\x02\x01",
-                                     6) != 0) {
-    throw Error("the payload is not a little-endian ELF64 file (a cubin or an AMD code object)");
+  std::map<std::string, std::string> code;
+  for (const auto& section : jit::elf_sections(elf)) {
+    if (!decides_behaviour(section.name)) continue;
+    code[section.name] = section.type == jit::kElfNoBits ? fmt::format("{} bytes", section.size)
+                                                         : std::string(section.bytes.begin(), section.bytes.end());
   }
-  const auto table = read_at<std::uint64_t>(elf, 0x28);
-  const auto entry_size = read_at<std::uint16_t>(elf, 0x3a), count = read_at<std::uint16_t>(elf, 0x3c);
-  const auto names_index = read_at<std::uint16_t>(elf, 0x3e);
-  if (entry_size < 64 || names_index >= count) throw Error("the ELF section table is malformed");
-  const SectionHeader names = section_header(elf, table + std::uint64_t(names_index) * entry_size);
-  std::map<std::string, std::string> sections;
-  for (std::uint16_t i = 0; i < count; ++i) {
-    const SectionHeader h = section_header(elf, table + std::uint64_t(i) * entry_size);
-    const std::string name = section_name(elf, names, h.name);
-    if (!decides_behaviour(name)) continue;
-    constexpr std::uint32_t kNoBits = 8;  // reserves memory, holds no bytes: its size is what counts
-    if (h.type == kNoBits) {
-      sections[name] = fmt::format("{} bytes", h.size);
-    } else if (h.offset > elf.size() || elf.size() - h.offset < h.size) {
-      throw Error(fmt::format("section {} lies outside the file", name));
-    } else {
-      sections[name].assign(reinterpret_cast<const char*>(elf.data() + h.offset), h.size);
-    }
-  }
-  return sections;
+  return code;
 }
 
 int cmd_code_diff(cache::DiskCache& mine, cache::DiskCache& other) {

@@ -98,4 +98,25 @@ std::vector<ElfNote> elf_notes(const std::vector<std::uint8_t>& file) {
   return notes;
 }
 
+std::vector<ElfSection> elf_sections(const std::vector<std::uint8_t>& file) {
+  const auto all = sections(file);
+  const auto names_index = read_at<std::uint16_t>(file, 0x3E);
+  if (names_index >= all.size()) throw Error("malformed ELF file: no section-name table");
+  std::vector<ElfSection> out;
+  for (const auto& s : all) {
+    ElfSection section;
+    section.name = string_at(file, all[names_index], s.name);
+    section.type = s.type;
+    section.size = s.size;
+    if (s.type != kElfNoBits) {
+      if (s.offset > file.size() || s.size > file.size() - s.offset) {
+        throw Error(fmt::format("malformed ELF file: section {} past its end", section.name));
+      }
+      section.bytes.assign(file.begin() + long(s.offset), file.begin() + long(s.offset + s.size));
+    }
+    out.push_back(std::move(section));
+  }
+  return out;
+}
+
 }  // namespace arfuse::jit
