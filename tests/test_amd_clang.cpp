@@ -95,6 +95,33 @@ TEST_CASE("a code object's sections are read by name; a cut or foreign file is a
   CHECK_THROWS_AS(elf_sections(foreign), arfuse::Error);
 }
 
+TEST_CASE("a code object's code sections: its instructions and register counts count, the descriptor's code offset not",
+          "[cpu][amdclang]") {
+  if (!clang_available()) return;
+  const CompiledCode code = compile("rmsnorm_quant/h2048/bf16/mxfp4/rms/gfx942");
+  const auto sections = elf_sections(code.payload);
+  const auto symbols = elf_symbols(code.payload);
+  const auto kd = std::find_if(symbols.begin(), symbols.end(),
+                               [&](const ElfSymbol& s) { return s.name == code.lowered_name + ".kd"; });
+  REQUIRE(kd != symbols.end());
+  REQUIRE(kd->section < sections.size());
+  const ElfSection& rodata = sections[kd->section];
+  const std::uint64_t descriptor = rodata.offset + (kd->value - rodata.address);
+  const auto text =
+      std::find_if(sections.begin(), sections.end(), [](const ElfSection& s) { return s.name == ".text"; });
+  REQUIRE(text != sections.end());
+  const auto original = elf_code_sections(code.payload);
+  auto changed = [&](std::uint64_t at) {
+    std::vector<std::uint8_t> file = code.payload;
+    file.at(at) ^= 0x01;
+    return elf_code_sections(file) != original;
+  };
+  CHECK_FALSE(changed(descriptor + 16));  // kernel_code_entry_byte_offset: where the linker put the code
+  CHECK(changed(descriptor + 48));        // compute_pgm_rsrc1: the VGPR and SGPR counts
+  CHECK(changed(descriptor + 0));         // group_segment_fixed_size: the LDS bytes
+  CHECK(changed(text->offset + text->size / 2));
+}
+
 TEST_CASE("AMD code objects say their target, wavefront size and FP8 range", "[cpu][amdclang]") {
   if (!clang_available()) return;
   struct Expect {

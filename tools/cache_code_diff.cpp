@@ -12,13 +12,6 @@
 namespace arfuse::tools {
 namespace {
 
-bool decides_behaviour(const std::string& name) {
-  for (const char* prefix : {".text", ".nv.constant0.", ".rodata", ".nv.shared."}) {
-    if (name.rfind(prefix, 0) == 0) return true;
-  }
-  return false;
-}
-
 // The spec of each good entry, with its code sections; bad entries are counted, as verify does.
 std::map<std::string, std::map<std::string, std::string>> code_by_spec(cache::DiskCache& disk, int& unreadable) {
   std::map<std::string, std::map<std::string, std::string>> out;
@@ -31,7 +24,7 @@ std::map<std::string, std::map<std::string, std::string>> code_by_spec(cache::Di
     }
     try {
       if (spec.empty()) throw Error(checked.ok() ? "no spec in its metadata" : checked.problem);
-      out[spec] = code_sections(checked.entry.payload);
+      out[spec] = jit::elf_code_sections(checked.entry.payload);
     } catch (const Error& e) {
       ++unreadable;
       std::printf("UNREADABLE %s: %s\n", info.path.c_str(), e.what());
@@ -41,16 +34,6 @@ std::map<std::string, std::map<std::string, std::string>> code_by_spec(cache::Di
 }
 
 }  // namespace
-
-std::map<std::string, std::string> code_sections(const std::vector<std::uint8_t>& elf) {
-  std::map<std::string, std::string> code;
-  for (const auto& section : jit::elf_sections(elf)) {
-    if (!decides_behaviour(section.name)) continue;
-    code[section.name] = section.type == jit::kElfNoBits ? fmt::format("{} bytes", section.size)
-                                                         : std::string(section.bytes.begin(), section.bytes.end());
-  }
-  return code;
-}
 
 int cmd_code_diff(cache::DiskCache& mine, cache::DiskCache& other) {
   int unreadable = 0;

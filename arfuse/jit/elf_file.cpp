@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "arfuse/base/error.hpp"
@@ -63,17 +64,25 @@ std::uint16_t elf_machine(const std::vector<std::uint8_t>& file) {
   return read_at<std::uint16_t>(file, 0x12);
 }
 
-std::vector<std::string> elf_symbol_names(const std::vector<std::uint8_t>& file) {
+std::vector<ElfSymbol> elf_symbols(const std::vector<std::uint8_t>& file) {
   const auto all = sections(file);
-  std::vector<std::string> names;
+  std::vector<ElfSymbol> symbols;
   for (const auto& s : all) {
     if (s.type != kSymbolTable) continue;
     if (s.link >= all.size() || s.entry_size != 24) throw Error("malformed ELF file: symbol table");
     for (std::uint64_t at = 0; at + 24 <= s.size; at += 24) {
       const auto name = read_at<std::uint32_t>(file, s.offset + at);
-      if (name != 0) names.push_back(string_at(file, all[s.link], name));
+      if (name == 0) continue;
+      symbols.push_back({string_at(file, all[s.link], name), read_at<std::uint64_t>(file, s.offset + at + 8),
+                         read_at<std::uint16_t>(file, s.offset + at + 6)});
     }
   }
+  return symbols;
+}
+
+std::vector<std::string> elf_symbol_names(const std::vector<std::uint8_t>& file) {
+  std::vector<std::string> names;
+  for (auto& symbol : elf_symbols(file)) names.push_back(std::move(symbol.name));
   return names;
 }
 
@@ -107,6 +116,8 @@ std::vector<ElfSection> elf_sections(const std::vector<std::uint8_t>& file) {
     ElfSection section;
     section.name = string_at(file, all[names_index], s.name);
     section.type = s.type;
+    section.address = s.address;
+    section.offset = s.offset;
     section.size = s.size;
     if (s.type != kElfNoBits) {
       if (s.offset > file.size() || s.size > file.size() - s.offset) {
@@ -117,6 +128,46 @@ std::vector<ElfSection> elf_sections(const std::vector<std::uint8_t>& file) {
     out.push_back(std::move(section));
   }
   return out;
+}
+
+namespace {
+
+bool decides_behaviour(const std::string& section_name) {
+  for (const char* prefix : {".text", ".nv.constant0.", ".rodata", ".nv.shared."}) {
+    if (section_name.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+constexpr std::uint16_t kMachineAmdgpu = 0xE0;
+constexpr std::uint64_t kKernelDescriptorBytes = 64, kCodeEntryOffsetAt = 16;
+
+// Zeroes the code-entry offset of every AMD kernel descriptor in `sections`.
+void blank_code_entry_offsets(const std::vector<std::uint8_t>& file, std::vector<ElfSection>& sections) {
+  for (const auto& symbol : elf_symbols(file)) {
+    const std::string suffix = ".kd";
+    if (symbol.name.size() <= suffix.size() || symbol.name.compare(symbol.name.size() - 3, 3, suffix) != 0) continue;
+    if (symbol.section >= sections.size()) continue;
+    ElfSection& s = sections[symbol.section];
+    const std::uint64_t at = symbol.value - s.address;
+    if (symbol.value < s.address || at > s.bytes.size() || s.bytes.size() - at < kKernelDescriptorBytes) {
+      throw Error(fmt::format("malformed ELF file: kernel descriptor {} outside its section {}", symbol.name, s.name));
+    }
+    std::fill_n(s.bytes.begin() + long(at + kCodeEntryOffsetAt), 8, std::uint8_t{0});
+  }
+}
+
+}  // namespace
+
+std::map<std::string, std::string> elf_code_sections(const std::vector<std::uint8_t>& file) {
+  auto all = elf_sections(file);
+  if (elf_machine(file) == kMachineAmdgpu) blank_code_entry_offsets(file, all);
+  std::map<std::string, std::string> code;
+  for (const auto& s : all) {
+    if (!decides_behaviour(s.name)) continue;
+    code[s.name] = s.type == kElfNoBits ? fmt::format("{} bytes", s.size) : std::string(s.bytes.begin(), s.bytes.end());
+  }
+  return code;
 }
 
 }  // namespace arfuse::jit

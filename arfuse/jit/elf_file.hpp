@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,16 +22,31 @@ struct ElfNote {
 struct ElfSection {
   std::string name;
   std::uint32_t type = 0;
-  std::uint64_t size = 0;
-  std::vector<std::uint8_t> bytes;  // empty for a section that only reserves memory (NOBITS)
+  std::uint64_t address = 0, offset = 0, size = 0;  // offset: where its bytes lie in the file
+  std::vector<std::uint8_t> bytes;                  // empty for a section that only reserves memory (NOBITS)
 };
 inline constexpr std::uint32_t kElfNoBits = 8;
+
+struct ElfSymbol {
+  std::string name;
+  std::uint64_t value = 0;
+  std::uint16_t section = 0;  // index into elf_sections()
+};
 
 std::vector<std::string> elf_symbol_names(const std::vector<std::uint8_t>& file);
 std::vector<ElfNote> elf_notes(const std::vector<std::uint8_t>& file);
 // The machine field (0xE0 for AMDGPU).
 std::uint16_t elf_machine(const std::vector<std::uint8_t>& file);
-// Every section, named from the section-name table (arfuse-cache code-diff compares them).
+std::vector<ElfSymbol> elf_symbols(const std::vector<std::uint8_t>& file);
+// Every section, in file order, named from the section-name table.
 ARFUSE_API std::vector<ElfSection> elf_sections(const std::vector<std::uint8_t>& file);
+
+// What decides what a compiled kernel does, by section name: code (.text*), constant data
+// (.nv.constant0.*, .rodata*: AMD's kernel descriptors, with their register counts) and shared
+// memory (.nv.shared.*, by size). Left out: symbol and string tables and relocations, which also
+// name unused constants and temporary file names, and in each AMD kernel descriptor (64 bytes at
+// a ".kd" symbol) the code's offset from it (bytes 16-23), which moves with those tables. Two
+// compilations with equal maps run the same instructions. (arfuse-cache code-diff compares them.)
+ARFUSE_API std::map<std::string, std::string> elf_code_sections(const std::vector<std::uint8_t>& file);
 
 }  // namespace arfuse::jit
