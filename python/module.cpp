@@ -6,8 +6,6 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
-#include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/error.hpp"
@@ -30,16 +28,9 @@ std::string parse_spec(const std::string& text) {
   return spec.json().dump();
 }
 
-// Opening a cache creates its folder; these checks only read, so a folder that is not there is
-// reported as such (a mistyped path would otherwise be created and read as an empty cache).
-bool folder_missing(const std::string& dir) {
-  std::error_code ec;
-  return !std::filesystem::exists(dir, ec) && !ec;
-}
-
 std::string cache_stat(const std::string& given) {
   const std::string dir = given.empty() ? cache::default_cache_dir() : given;
-  if (folder_missing(dir)) {
+  if (cache::cache_folder_missing(dir)) {
     return nlohmann::json{{"dir", dir},
                           {"exists", false},
                           {"usable", false},
@@ -84,7 +75,7 @@ std::string spec_of(const cache::CacheEntry& entry) {
 
 std::string cache_verify(const std::string& given) {
   const std::string dir = given.empty() ? cache::default_cache_dir() : given;
-  if (folder_missing(dir)) return "[]";
+  if (cache::cache_folder_missing(dir)) return "[]";
   cache::DiskCache disk(dir);
   nlohmann::json files = nlohmann::json::array();
   for (const auto& info : disk.list()) {

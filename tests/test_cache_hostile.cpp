@@ -332,4 +332,14 @@ TEST_CASE("the cache tool on a folder that does not exist says so and creates no
   }
   // Usage errors still come first.
   CHECK(run(kCacheTool + " --cache-dir " + missing + " prune --max-bytes x").status == 2);
+  // code-diff against a missing folder would list every spec as one-sided: it is refused instead.
+  const std::string present = test::fresh_dir();
+  for (const std::string& args :
+       {"--cache-dir " + missing + " code-diff " + present, "--cache-dir " + present + " code-diff " + missing}) {
+    CAPTURE(args);
+    const auto r = run(kCacheTool + " " + args);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.output, Contains("code-diff: cache folder " + missing + " does not exist"));
+    CHECK_FALSE(std::filesystem::exists(missing));
+  }
 }

@@ -4,7 +4,6 @@
 #include <climits>
 #include <cstdio>
 #include <ctime>
-#include <filesystem>
 #include <map>
 #include <memory>
 
@@ -65,12 +64,6 @@ std::string when(std::int64_t ns) {
   char text[32];
   std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", std::localtime(&t));
   return text;
-}
-
-// False also for a path that cannot be looked at: opening it then says why.
-bool surely_absent(const std::string& path) {
-  std::error_code ec;
-  return !std::filesystem::exists(path, ec) && !ec;
 }
 
 std::unique_ptr<cache::DiskCache> open_cache(const std::string& dir) {
@@ -174,11 +167,12 @@ int cache_main(int argc, char** argv) {
   if (command == "code-diff") {
     // Comparing with a folder that is not there would list every spec as missing on one side.
     for (const std::string& folder : {dir, words[1]}) {
-      if (surely_absent(folder)) throw ConfigError(fmt::format("code-diff: cache folder {} does not exist", folder));
+      if (cache::cache_folder_missing(folder))
+        throw ConfigError(fmt::format("code-diff: cache folder {} does not exist", folder));
     }
     return cmd_code_diff(*open_cache(dir), *open_cache(words[1]));
   }
-  if (surely_absent(dir)) {
+  if (cache::cache_folder_missing(dir)) {
     std::printf("cache folder %s does not exist: nothing is cached there\n", dir.c_str());
     return 0;
   }

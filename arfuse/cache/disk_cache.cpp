@@ -57,6 +57,11 @@ std::string default_cache_dir() {
 
 std::uint64_t default_max_bytes() { return settings::byte_count("ARFUSE_CACHE_MAX_BYTES").value_or(kDefaultMaxBytes); }
 
+bool cache_folder_missing(const std::string& dir) {
+  struct stat st;
+  return ::lstat(dir.c_str(), &st) != 0 && errno == ENOENT;
+}
+
 bool usable_cache_folder(const std::string& dir, std::string& why) {
   return create_private_folders(dir, why) && is_private_folder(dir, why);
 }

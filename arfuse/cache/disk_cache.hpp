@@ -27,6 +27,11 @@ ARFUSE_API std::string default_cache_dir();
 // ARFUSE_CACHE_MAX_BYTES, else kDefaultMaxBytes; throws ConfigError for a value that is no number.
 ARFUSE_API std::uint64_t default_max_bytes();
 
+// Whether nothing is at `dir` (false also when it cannot be looked at: opening it then says why).
+// Opening a cache creates its folder, so the commands that only read check this first: a mistyped
+// path is reported, not created and read as an empty cache.
+ARFUSE_API bool cache_folder_missing(const std::string& dir);
+
 // Whether `dir` can hold a cache: created (0700) if missing, a folder of this user that nobody
 // else may write. False with the reason otherwise. Says nothing itself.
 ARFUSE_API bool usable_cache_folder(const std::string& dir, std::string& why);
