@@ -150,8 +150,6 @@ void run_call(const FusedCase& c, const EmulatedKernel& kernel, std::vector<Rank
   const Bits16 sum = reference::fold(inputs, c.dtype);
   reference::EpilogueConfig config{hidden, c.dtype, c.quant, c.norm, 1e-5f, Target::parse(c.target)};
   config.group = c.group, config.scale_format = c.scale_format, config.scale_layout = c.scale_layout;
-  const bool mx = is_mxfp4(c.quant), grouped = is_group_fp8(c.quant) || mx;
-  const size_t scale_count = output_sizes(c).scale_count;
   std::vector<FusedArgs> args = prepare_ranks(c, ranks, residual, weight);
   launch_ranks(kernel, args, grid, world);
   for (int r = 0; r < world; ++r) REQUIRE(ranks[size_t(r)].signal->error == 0u);
@@ -169,23 +167,7 @@ void run_call(const FusedCase& c, const EmulatedKernel& kernel, std::vector<Rank
   for (int r = 0; r < world; ++r) {
     INFO("rank " << r);
     const RankBuffers& b = ranks[size_t(r)];
-    test::require_bits_equal(b.residual_out, expected.residual_out, "residual_out", hidden);
-    if (c.quant == Quant::none) {
-      std::vector<std::uint16_t> got(n);
-      std::memcpy(got.data(), b.out.data(), n * 2);
-      test::require_bits_equal(got, expected.out, "out", hidden);
-      continue;
-    }
-    test::require_bits_equal(b.out, expected.q, mx ? "mxfp4 out" : "fp8 out", mx ? hidden / 2 : hidden);
-    if (mx || (grouped && c.scale_format == ScaleFormat::e8m0)) {
-      test::require_bits_equal(std::vector<std::uint8_t>(b.scales.begin(), b.scales.begin() + long(scale_count)),
-                               expected.scale_bytes, "E8M0 scales", int(scale_count / size_t(tokens)));
-    } else {
-      std::vector<float> got(scale_count);
-      std::memcpy(got.data(), b.scales.data(), scale_count * 4);
-      test::require_scales_equal(got, expected.scales, "scales");
-    }
-    if (writes_mirror(c.quant)) test::require_bits_equal(b.mirror, expected.mirror, "mirror", hidden);
+    test::require_epilogue_bytes({b.residual_out, b.out, b.scales, b.mirror}, expected, config, tokens);
   }
 }
 
