@@ -5,6 +5,7 @@
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/jit/compiler.hpp"
+#include "arfuse/jit/elf_file.hpp"
 #include "arfuse/jit/spec_set.hpp"
 
 #include "bench_kernels.hpp"
@@ -67,6 +68,19 @@ TEST_CASE("launch bounds: a minimum of resident blocks only where it was measure
     CAPTURE(none);
     CHECK(min_blocks(none) == 0);
   }
+}
+
+TEST_CASE("a cubin's code sections: its kernel's code, constants, shared memory and code relocations", "[cpu][nvrtc]") {
+  const CompiledCode code =
+      nvrtc_compiler()->compile(render(KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8/rms/sm_90")));
+  const auto sections = elf_code_sections(code.payload);
+  REQUIRE(sections.count(".text." + code.lowered_name) == 1);
+  CHECK(sections.at(".text." + code.lowered_name).size() > 1000);
+  CHECK(sections.count(".nv.constant0." + code.lowered_name) == 1);
+  CHECK_THAT(sections.at(".nv.shared." + code.lowered_name), Catch::EndsWith(" bytes"));
+  // NVRTC 13 leaves .rela.text empty for these kernels; present, it is compared by symbol name.
+  CHECK(sections.count("relocations of .text." + code.lowered_name) == 1);
+  for (const auto& [name, bytes] : sections) CHECK(name.find(".nv.info") == std::string::npos);
 }
 
 TEST_CASE("NVRTC compiles every rmsnorm_quant and token_quant spec for sm_90", "[cpu][nvrtc]") {

@@ -31,10 +31,10 @@ commands:
                         at most N bytes (entries and temporaries) remain
   clear                 remove every entry and every temporary
   code-diff OTHER_DIR   per spec, whether this cache and the one in OTHER_DIR hold the same
-                        machine code (code, constant and shared-memory sections of the cubin or
-                        code object; symbol tables, relocations and an AMD kernel descriptor's
-                        offset to its code are not compared); lists
-                        the specs that differ or that one side lacks; exit 1 if any
+                        machine code: code, constant and shared-memory sections of the cubin or
+                        code object, and the code's relocations by symbol name (symbol tables
+                        and an AMD kernel descriptor's offset to its code are not compared);
+                        lists the specs that differ or that one side lacks; exit 1 if any
 
 --cache-dir defaults to $ARFUSE_CACHE_DIR, $XDG_CACHE_HOME/arfuse, ~/.cache/arfuse. On a
 folder that does not exist every command says so and creates nothing (code-diff: exit 2).

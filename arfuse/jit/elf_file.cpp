@@ -157,6 +157,53 @@ void blank_code_entry_offsets(const std::vector<std::uint8_t>& file, std::vector
   }
 }
 
+constexpr std::uint32_t kRela = 4, kRel = 9;
+constexpr std::uint8_t kSectionSymbol = 3;
+
+// The symbols of symbol table `table` by index, each named by its name or, for a section symbol,
+// by its section's: indices shift when a symbol is added; names do not.
+std::vector<std::string> symbol_names_by_index(const std::vector<std::uint8_t>& file,
+                                               const std::vector<SectionHeader>& all, std::uint32_t table,
+                                               const SectionHeader& section_names) {
+  if (table >= all.size() || all[table].type != kSymbolTable || all[table].entry_size != 24 ||
+      all[table].link >= all.size()) {
+    throw Error("malformed ELF file: a relocation section without its symbol table");
+  }
+  const SectionHeader& s = all[table];
+  std::vector<std::string> names;
+  for (std::uint64_t at = 0; at + 24 <= s.size; at += 24) {
+    const auto name = read_at<std::uint32_t>(file, s.offset + at);
+    const auto type = std::uint8_t(read_at<std::uint8_t>(file, s.offset + at + 4) & 0xf);
+    const auto section = read_at<std::uint16_t>(file, s.offset + at + 6);
+    if (name != 0) {
+      names.push_back(string_at(file, all[s.link], name));
+    } else if (type == kSectionSymbol && section < all.size()) {
+      names.push_back("section " + string_at(file, section_names, all[section].name));
+    } else {
+      names.emplace_back();
+    }
+  }
+  return names;
+}
+
+// One line per relocation: where, which kind, which symbol (by name), the addend.
+std::string relocations_text(const std::vector<std::uint8_t>& file, const std::vector<SectionHeader>& all,
+                             const SectionHeader& r, const SectionHeader& section_names) {
+  const std::uint64_t entry = r.type == kRela ? 24 : 16;
+  if (r.entry_size != entry) throw Error("malformed ELF file: relocation entry size");
+  const auto symbols = symbol_names_by_index(file, all, r.link, section_names);
+  std::string text;
+  for (std::uint64_t at = 0; at + entry <= r.size; at += entry) {
+    const auto where = read_at<std::uint64_t>(file, r.offset + at),
+               info = read_at<std::uint64_t>(file, r.offset + at + 8);
+    const auto addend = r.type == kRela ? read_at<std::int64_t>(file, r.offset + at + 16) : 0;
+    const std::uint64_t symbol = info >> 32;
+    if (symbol >= symbols.size()) throw Error("malformed ELF file: relocation of a symbol past its table");
+    text += fmt::format("{} {} {} {}\n", where, info & 0xffffffffu, symbols[symbol], addend);
+  }
+  return text;
+}
+
 }  // namespace
 
 std::map<std::string, std::string> elf_code_sections(const std::vector<std::uint8_t>& file) {
@@ -166,6 +213,15 @@ std::map<std::string, std::string> elf_code_sections(const std::vector<std::uint
   for (const auto& s : all) {
     if (!decides_behaviour(s.name)) continue;
     code[s.name] = s.type == kElfNoBits ? fmt::format("{} bytes", s.size) : std::string(s.bytes.begin(), s.bytes.end());
+  }
+  // What the code's relocations point at, by symbol name, so that two kernels differing only in
+  // which object an instruction addresses are not read as equal.
+  const auto headers = sections(file);
+  const SectionHeader& section_names = headers[read_at<std::uint16_t>(file, 0x3E)];
+  for (const auto& r : headers) {
+    if ((r.type != kRela && r.type != kRel) || r.info >= headers.size()) continue;
+    const std::string target = string_at(file, section_names, headers[r.info].name);
+    if (decides_behaviour(target)) code["relocations of " + target] = relocations_text(file, headers, r, section_names);
   }
   return code;
 }

@@ -42,11 +42,14 @@ std::vector<ElfSymbol> elf_symbols(const std::vector<std::uint8_t>& file);
 ARFUSE_API std::vector<ElfSection> elf_sections(const std::vector<std::uint8_t>& file);
 
 // What decides what a compiled kernel does, by section name: code (.text*), constant data
-// (.nv.constant0.*, .rodata*: AMD's kernel descriptors, with their register counts) and shared
-// memory (.nv.shared.*, by size). Left out: symbol and string tables and relocations, which also
-// name unused constants and temporary file names, and in each AMD kernel descriptor (64 bytes at
-// a ".kd" symbol) the code's offset from it (bytes 16-23), which moves with those tables. Two
-// compilations with equal maps run the same instructions. (arfuse-cache code-diff compares them.)
+// (.nv.constant0.*, .rodata*: AMD's kernel descriptors, with their register counts), shared
+// memory (.nv.shared.*, by size), and the relocations of those sections with each symbol by name
+// ("relocations of .text.X"). Left out: symbol and string tables, which also name unused
+// constants and temporary file names; NVRTC's table of namespace-scope constants' addresses
+// (.nv.constant4, reordered by any added constant; no arfuse kernel reads it: adding constants
+// leaves every kernel's .text as it was, docs/performance-notes.md section 26); and in each AMD
+// kernel descriptor (64 bytes at a ".kd" symbol) the code's offset from it (bytes 16-23), which
+// moves with those tables. (arfuse-cache code-diff compares these maps.)
 ARFUSE_API std::map<std::string, std::string> elf_code_sections(const std::vector<std::uint8_t>& file);
 
 }  // namespace arfuse::jit

@@ -1,6 +1,6 @@
 # cmake -DWARMUP=<arfuse-warmup> -DCACHE=<arfuse-cache> -DTEMPLATES=<arfuse/templates> -DWORK=<scratch> -P check.cmake
-# arfuse-cache code-diff on sm_90 caches warmed here (NVRTC, no GPU): templates with a comment
-# added give the same code for every spec; an f32 add turned into a subtraction changes the
+# arfuse-cache code-diff on sm_90 caches warmed here (NVRTC, no GPU): templates with a comment or
+# an unused constant added give the same code for every spec; an f32 add turned into a subtraction changes the
 # kernels that add in f32 (BF16 none and per-token FP8) and not MXFP4's, which adds in pairs on
 # sm_90; a missing folder is a usage error, not a list of missing specs.
 cmake_minimum_required(VERSION 3.20)
@@ -43,11 +43,20 @@ endfunction()
 
 copy_templates(commented "// Step 2: res = T(ar + residual_in)" "// (a comment)\n  // Step 2: res = T(ar + residual_in)")
 copy_templates(subtracting "a[j] = a[j] + r[j];" "a[j] = a[j] - r[j];")
+# An unused namespace constant moves every slot of NVRTC's table of such constants' addresses and
+# the symbol indices; no kernel reads that table, so the code sections stay equal.
+copy_templates(constant "// Step 2: res = T(ar + residual_in)" "// (a constant)\n  // Step 2: res = T(ar + residual_in)")
+file(READ ${WORK}/constant/limits.cuh text)
+string(REPLACE "namespace arfuse {" "namespace arfuse {\ninline constexpr int kUnusedByAnyKernel = 5;" text "${text}")
+file(WRITE ${WORK}/constant/limits.cuh "${text}")
 warm(original ${TEMPLATES})
 warm(commented ${WORK}/commented)
 warm(subtracting ${WORK}/subtracting)
+warm(constant ${WORK}/constant)
 
 run(0 ${CACHE} --cache-dir ${WORK}/original code-diff ${WORK}/commented)
+expect("3 specs with the same code, 0 differ, 0 only in")
+run(0 ${CACHE} --cache-dir ${WORK}/original code-diff ${WORK}/constant)
 expect("3 specs with the same code, 0 differ, 0 only in")
 run(1 ${CACHE} --cache-dir ${WORK}/original code-diff ${WORK}/subtracting)
 expect("DIFFERS rmsnorm_quant/h2048/bf16/none/rms/sm_90")
