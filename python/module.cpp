@@ -12,6 +12,7 @@
 #include "arfuse/base/settings.hpp"
 #include "arfuse/base/version.hpp"
 #include "arfuse/cache/disk_cache.hpp"
+#include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 
 #include "group_binding.hpp"
@@ -65,14 +66,6 @@ std::string cache_stat(const std::string& given) {
       .dump();
 }
 
-// The spec an entry's metadata names, or "" when the metadata is not the JSON arfuse writes
-// (an entry is checked by its checksums, not by what its metadata says).
-std::string spec_of(const cache::CacheEntry& entry) {
-  const auto meta = nlohmann::json::parse(entry.metadata, nullptr, false);
-  if (!meta.is_object() || !meta.contains("spec") || !meta["spec"].is_string()) return "";
-  return meta["spec"].get<std::string>();
-}
-
 std::string cache_verify(const std::string& given) {
   const std::string dir = given.empty() ? cache::default_cache_dir() : given;
   if (cache::cache_folder_missing(dir)) return "[]";
@@ -83,7 +76,7 @@ std::string cache_verify(const std::string& given) {
     files.push_back({{"file", info.file_name},
                      {"ok", checked.ok()},
                      {"problem", checked.problem},
-                     {"spec", checked.ok() ? spec_of(checked.entry) : ""}});
+                     {"spec", checked.ok() ? cache::spec_of(checked.entry) : ""}});
   }
   return files.dump();
 }

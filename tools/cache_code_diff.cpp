@@ -4,9 +4,8 @@
 
 #include <cstdio>
 
-#include <nlohmann/json.hpp>
-
 #include "arfuse/base/error.hpp"
+#include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/jit/elf_file.hpp"
 
 namespace arfuse::tools {
@@ -17,11 +16,7 @@ std::map<std::string, std::map<std::string, std::string>> code_by_spec(cache::Di
   std::map<std::string, std::map<std::string, std::string>> out;
   for (const auto& info : disk.list()) {
     const auto checked = cache::DiskCache::check(info.path);
-    std::string spec;
-    if (checked.ok()) {
-      const auto meta = nlohmann::json::parse(checked.entry.metadata, nullptr, false);
-      if (meta.is_object() && meta.contains("spec") && meta["spec"].is_string()) spec = meta["spec"];
-    }
+    const std::string spec = checked.ok() ? cache::spec_of(checked.entry) : "";
     try {
       if (spec.empty()) throw Error(checked.ok() ? "no spec in its metadata" : checked.problem);
       out[spec] = jit::elf_code_sections(checked.entry.payload);

@@ -29,6 +29,12 @@ std::string metadata_for(const jit::Source& s, const std::string& compiler) {
 
 }  // namespace
 
+std::string spec_of(const CacheEntry& entry) {
+  const auto meta = nlohmann::json::parse(entry.metadata, nullptr, false);
+  if (!meta.is_object() || !meta.contains("spec") || !meta["spec"].is_string()) return "";
+  return meta["spec"].get<std::string>();
+}
+
 const char* to_string(CodeOrigin o) {
   return o == CodeOrigin::memory ? "memory" : o == CodeOrigin::disk ? "disk" : "compiled";
 }

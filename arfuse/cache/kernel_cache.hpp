@@ -29,6 +29,10 @@ struct ARFUSE_API CacheOptions {
 enum class CodeOrigin { memory, disk, compiled };
 ARFUSE_API const char* to_string(CodeOrigin origin);
 
+// The spec an entry's metadata names (the KernelCache writes it), or "" when the metadata is not
+// that JSON: an entry is checked by its checksums, not by what its metadata says.
+ARFUSE_API std::string spec_of(const CacheEntry& entry);
+
 struct ARFUSE_API CompiledKernel {
   jit::KernelSpec spec;
   jit::BlockShape block{};
