@@ -57,6 +57,38 @@ std::string string_at(const std::vector<std::uint8_t>& file, const SectionHeader
   return std::string(begin, strnlen(begin, table.size - index));
 }
 
+// The section-name table (e_shstrndx).
+const SectionHeader& section_name_table(const std::vector<std::uint8_t>& file, const std::vector<SectionHeader>& all) {
+  const auto index = read_at<std::uint16_t>(file, 0x3E);
+  if (index >= all.size()) throw Error("malformed ELF file: no section-name table");
+  return all[index];
+}
+
+struct SymbolEntry {
+  std::uint32_t name;  // 0: unnamed
+  std::uint8_t type;
+  std::uint16_t section;
+  std::uint64_t value;
+};
+
+// Every entry of symbol table all[table], by index (relocations name symbols by it).
+std::vector<SymbolEntry> symbol_entries(const std::vector<std::uint8_t>& file, const std::vector<SectionHeader>& all,
+                                        std::uint32_t table) {
+  if (table >= all.size() || all[table].type != kSymbolTable || all[table].link >= all.size() ||
+      all[table].entry_size != 24) {
+    throw Error("malformed ELF file: symbol table");
+  }
+  const SectionHeader& s = all[table];
+  std::vector<SymbolEntry> entries;
+  for (std::uint64_t at = 0; at + 24 <= s.size; at += 24) {
+    entries.push_back({read_at<std::uint32_t>(file, s.offset + at),
+                       std::uint8_t(read_at<std::uint8_t>(file, s.offset + at + 4) & 0xf),
+                       read_at<std::uint16_t>(file, s.offset + at + 6),
+                       read_at<std::uint64_t>(file, s.offset + at + 8)});
+  }
+  return entries;
+}
+
 }  // namespace
 
 std::uint16_t elf_machine(const std::vector<std::uint8_t>& file) {
@@ -67,14 +99,10 @@ std::uint16_t elf_machine(const std::vector<std::uint8_t>& file) {
 std::vector<ElfSymbol> elf_symbols(const std::vector<std::uint8_t>& file) {
   const auto all = sections(file);
   std::vector<ElfSymbol> symbols;
-  for (const auto& s : all) {
-    if (s.type != kSymbolTable) continue;
-    if (s.link >= all.size() || s.entry_size != 24) throw Error("malformed ELF file: symbol table");
-    for (std::uint64_t at = 0; at + 24 <= s.size; at += 24) {
-      const auto name = read_at<std::uint32_t>(file, s.offset + at);
-      if (name == 0) continue;
-      symbols.push_back({string_at(file, all[s.link], name), read_at<std::uint64_t>(file, s.offset + at + 8),
-                         read_at<std::uint16_t>(file, s.offset + at + 6)});
+  for (std::uint32_t t = 0; t < all.size(); ++t) {
+    if (all[t].type != kSymbolTable) continue;
+    for (const SymbolEntry& e : symbol_entries(file, all, t)) {
+      if (e.name != 0) symbols.push_back({string_at(file, all[all[t].link], e.name), e.value, e.section});
     }
   }
   return symbols;
@@ -109,12 +137,11 @@ std::vector<ElfNote> elf_notes(const std::vector<std::uint8_t>& file) {
 
 std::vector<ElfSection> elf_sections(const std::vector<std::uint8_t>& file) {
   const auto all = sections(file);
-  const auto names_index = read_at<std::uint16_t>(file, 0x3E);
-  if (names_index >= all.size()) throw Error("malformed ELF file: no section-name table");
+  const SectionHeader& names = section_name_table(file, all);
   std::vector<ElfSection> out;
   for (const auto& s : all) {
     ElfSection section;
-    section.name = string_at(file, all[names_index], s.name);
+    section.name = string_at(file, names, s.name);
     section.type = s.type;
     section.address = s.address;
     section.offset = s.offset;
@@ -144,9 +171,11 @@ constexpr std::uint64_t kKernelDescriptorBytes = 64, kCodeEntryOffsetAt = 16;
 
 // Zeroes the code-entry offset of every AMD kernel descriptor in `sections`.
 void blank_code_entry_offsets(const std::vector<std::uint8_t>& file, std::vector<ElfSection>& sections) {
+  const std::string suffix = ".kd";
   for (const auto& symbol : elf_symbols(file)) {
-    const std::string suffix = ".kd";
-    if (symbol.name.size() <= suffix.size() || symbol.name.compare(symbol.name.size() - 3, 3, suffix) != 0) continue;
+    const bool descriptor = symbol.name.size() > suffix.size() &&
+                            symbol.name.compare(symbol.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    if (!descriptor) continue;
     if (symbol.section >= sections.size()) continue;
     ElfSection& s = sections[symbol.section];
     const std::uint64_t at = symbol.value - s.address;
@@ -165,20 +194,12 @@ constexpr std::uint8_t kSectionSymbol = 3;
 std::vector<std::string> symbol_names_by_index(const std::vector<std::uint8_t>& file,
                                                const std::vector<SectionHeader>& all, std::uint32_t table,
                                                const SectionHeader& section_names) {
-  if (table >= all.size() || all[table].type != kSymbolTable || all[table].entry_size != 24 ||
-      all[table].link >= all.size()) {
-    throw Error("malformed ELF file: a relocation section without its symbol table");
-  }
-  const SectionHeader& s = all[table];
   std::vector<std::string> names;
-  for (std::uint64_t at = 0; at + 24 <= s.size; at += 24) {
-    const auto name = read_at<std::uint32_t>(file, s.offset + at);
-    const auto type = std::uint8_t(read_at<std::uint8_t>(file, s.offset + at + 4) & 0xf);
-    const auto section = read_at<std::uint16_t>(file, s.offset + at + 6);
-    if (name != 0) {
-      names.push_back(string_at(file, all[s.link], name));
-    } else if (type == kSectionSymbol && section < all.size()) {
-      names.push_back("section " + string_at(file, section_names, all[section].name));
+  for (const SymbolEntry& e : symbol_entries(file, all, table)) {
+    if (e.name != 0) {
+      names.push_back(string_at(file, all[all[table].link], e.name));
+    } else if (e.type == kSectionSymbol && e.section < all.size()) {
+      names.push_back("section " + string_at(file, section_names, all[e.section].name));
     } else {
       names.emplace_back();
     }
@@ -217,7 +238,7 @@ std::map<std::string, std::string> elf_code_sections(const std::vector<std::uint
   // What the code's relocations point at, by symbol name, so that two kernels differing only in
   // which object an instruction addresses are not read as equal.
   const auto headers = sections(file);
-  const SectionHeader& section_names = headers[read_at<std::uint16_t>(file, 0x3E)];
+  const SectionHeader& section_names = section_name_table(file, headers);
   for (const auto& r : headers) {
     if ((r.type != kRela && r.type != kRel) || r.info >= headers.size()) continue;
     const std::string target = string_at(file, section_names, headers[r.info].name);
