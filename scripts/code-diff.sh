@@ -41,7 +41,10 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 for side in old new; do
   dir=$work/old; [ $side = new ] && dir=$new_templates
   echo "warming ${warm_args[*]} from $([ $side = old ] && echo "${revs[0]}" || echo "$new_name")'s templates"
-  ARFUSE_TEMPLATE_DIR=$dir "$build/tools/arfuse-warmup" "${warm_args[@]}" --cache-dir "$work/cache-$side" --quiet > "$work/$side.log" 2>&1 ||
+  # One progress line every 100 specs (the default set is 1076 a target: minutes here).
+  ARFUSE_TEMPLATE_DIR=$dir "$build/tools/arfuse-warmup" "${warm_args[@]}" --cache-dir "$work/cache-$side" 2>&1 |
+    tee "$work/$side.log" | awk -F'[][/]' '/^\[[0-9]+\/[0-9]+\]/ && ($2 % 100 == 0 || $2 == $3) { print "  " $2 " of " $3; fflush() }'
+  [ "${PIPESTATUS[0]}" = 0 ] ||
     { cat "$work/$side.log" >&2; echo "code-diff.sh: the warm-up from the $side templates failed" >&2; exit 2; }
 done
 "$build/tools/arfuse-cache" --cache-dir "$work/cache-old" code-diff "$work/cache-new" | sed "s#$work/cache-old#${revs[0]}#g; s#$work/cache-new#$new_name#g"
