@@ -144,8 +144,9 @@ inline void require_scales_equal(const std::vector<float>& got, const std::vecto
   SUCCEED(what << " scales bit-identical");
 }
 
-// The epilogue's outputs as host bytes (what an emulated kernel wrote), against the reference:
-// `out` holds T elements (no quant) or FP8/E2M1 bytes, `scales` fp32 values or E8M0 bytes.
+// The epilogue's outputs as host bytes (what an emulated kernel wrote, or a device buffer read
+// back by device_outputs.hpp), against the reference: `out` holds T elements (no quant) or
+// FP8/E2M1 bytes, `scales` fp32 values or E8M0 bytes. `who` starts every failure message.
 struct EpilogueBytes {
   const std::vector<std::uint16_t>& residual_out;
   const std::vector<std::uint8_t>& out;
@@ -154,31 +155,32 @@ struct EpilogueBytes {
 };
 
 inline void require_epilogue_bytes(const EpilogueBytes& got, const reference::EpilogueOutputs& want,
-                                   const reference::EpilogueConfig& config, int tokens) {
+                                   const reference::EpilogueConfig& config, int tokens, const std::string& who = "") {
   const int hidden = config.hidden;
   const std::size_t n = std::size_t(tokens) * std::size_t(hidden);
-  require_bits_equal(got.residual_out, want.residual_out, "residual_out", hidden);
+  const std::string at = who.empty() ? who : who + " ";
+  require_bits_equal(got.residual_out, want.residual_out, at + "residual_out", hidden);
   if (config.quant == jit::Quant::none) {
     REQUIRE(got.out.size() == n * 2);
     std::vector<std::uint16_t> out(n);
     std::memcpy(out.data(), got.out.data(), n * 2);
-    require_bits_equal(out, want.out, "out", hidden);
+    require_bits_equal(out, want.out, at + "out", hidden);
     return;
   }
   const bool mx = jit::is_mxfp4(config.quant);
-  require_bits_equal(got.out, want.q, mx ? "mxfp4 out" : "fp8 out", mx ? hidden / 2 : hidden);
+  require_bits_equal(got.out, want.q, at + (mx ? "mxfp4 out" : "fp8 out"), mx ? hidden / 2 : hidden);
   if (!want.scale_bytes.empty()) {
     const std::size_t count = want.scale_bytes.size();
     REQUIRE(got.scales.size() >= count);
     require_bits_equal(std::vector<std::uint8_t>(got.scales.begin(), got.scales.begin() + long(count)),
-                       want.scale_bytes, "E8M0 scales", int(count / std::size_t(tokens)));
+                       want.scale_bytes, at + "E8M0 scales", int(count / std::size_t(tokens)));
   } else {
     REQUIRE(got.scales.size() >= want.scales.size() * 4);
     std::vector<float> scales(want.scales.size());
     std::memcpy(scales.data(), got.scales.data(), scales.size() * 4);
-    require_scales_equal(scales, want.scales, "scales");
+    require_scales_equal(scales, want.scales, at + "scales");
   }
-  if (jit::writes_mirror(config.quant)) require_bits_equal(got.mirror, want.mirror, "mirror", hidden);
+  if (jit::writes_mirror(config.quant)) require_bits_equal(got.mirror, want.mirror, at + "mirror", hidden);
 }
 
 }  // namespace arfuse::test

@@ -12,6 +12,7 @@
 #include "arfuse/runtime/epilogue.hpp"
 #include "arfuse/templates/fp8_divide.cuh"
 
+#include "device_outputs.hpp"
 #include "helper_kernels.hpp"
 #include "norm_probe.hpp"
 #include "support.hpp"
@@ -114,16 +115,8 @@ void check_rmsnorm_quant(Context& ctx, const EpilogueCase& c) {
   }
   stream.synchronize();
 
-  test::require_bits_equal(res_out.download<std::uint16_t>(n), expected.residual_out, "residual_out", hidden);
-  if (c.quant == Quant::none) {
-    test::require_bits_equal(d_out.download<std::uint16_t>(n), expected.out, "out", hidden);
-  } else {
-    test::require_bits_equal(d_out.download<std::uint8_t>(n), expected.q, "fp8 out", hidden);
-    test::require_scales_equal(d_scales.download<float>(size_t(tokens)), expected.scales, "fp8");
-  }
+  test::require_device_epilogue({res_out, d_out, d_scales, d_mirror}, expected, config, tokens);
   if (c.quant == Quant::fp8_mirror) {
-    const auto mirror = d_mirror.download<std::uint16_t>(n);
-    test::require_bits_equal(mirror, expected.mirror, "mirror", hidden);
     test::require_bits_equal(d_q2.download<std::uint8_t>(n), expected.q, "token_quant(mirror)", hidden);
     test::require_scales_equal(d_s2.download<float>(size_t(tokens)), expected.scales, "token_quant(mirror)");
   }
@@ -175,17 +168,8 @@ void check_block_scaled(Context& ctx, const BlockScaledCase& c) {
   rmsnorm_quant(ctx, args, stream);
   stream.synchronize();
 
-  test::require_bits_equal(d_res_out.download<std::uint16_t>(n), expected.residual_out, "residual_out", hidden);
-  test::require_bits_equal(d_out.download<std::uint8_t>(out_bytes), expected.q, mx ? "mxfp4 out" : "fp8 out",
-                           mx ? hidden / 2 : hidden);
-  if (byte_scales) {
-    test::require_bits_equal(d_scales.download<std::uint8_t>(groups), expected.scale_bytes, "E8M0 scales",
-                             int(groups / size_t(tokens)));
-  } else {
-    test::require_scales_equal(d_scales.download<float>(groups), expected.scales, "group scales");
-  }
+  test::require_device_epilogue({d_res_out, d_out, d_scales, d_mirror}, expected, config, tokens);
   if (writes_mirror(c.quant)) {
-    test::require_bits_equal(d_mirror.download<std::uint16_t>(n), expected.mirror, "mirror", hidden);
     // As contract step 8 for per-token FP8: group_quant of the mirror gives the same bytes and scales.
     DeviceBuffer d_q2(ctx.device(), out_bytes), d_s2(ctx.device(), groups * 4);
     d_q2.fill(kPoison), d_s2.fill(kPoison);
@@ -312,10 +296,7 @@ TEST_CASE("a graph of producer, programmatic rmsnorm_quant and group_quant repla
     for (auto* b : {&d_in, &d_res_out, &d_out, &d_scales, &d_mirror, &d_q2, &d_s2}) b->fill(kPoison);
     graph.launch(stream);
     stream.synchronize();
-    test::require_bits_equal(d_res_out.download<std::uint16_t>(n), expected.residual_out, "residual_out", hidden);
-    test::require_bits_equal(d_mirror.download<std::uint16_t>(n), expected.mirror, "mirror", hidden);
-    test::require_bits_equal(d_out.download<std::uint8_t>(n), expected.q, "fp8_group out", hidden);
-    test::require_scales_equal(d_scales.download<float>(groups), expected.scales, "group scales");
+    test::require_device_epilogue({d_res_out, d_out, d_scales, d_mirror}, expected, config, tokens);
     test::require_bits_equal(d_q2.download<std::uint8_t>(n), expected.q, "group_quant(mirror)", hidden);
     test::require_scales_equal(d_s2.download<float>(groups), expected.scales, "group_quant(mirror) scales");
   }

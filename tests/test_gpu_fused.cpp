@@ -12,6 +12,7 @@
 #include "arfuse/runtime/epilogue.hpp"
 #include "arfuse/runtime/group.hpp"
 
+#include "device_outputs.hpp"
 #include "helper_kernels.hpp"
 #include "support.hpp"
 
@@ -107,6 +108,12 @@ VirtualGroup& group_of(int world) {
   return *g;
 }
 
+reference::EpilogueConfig config_of(VirtualGroup& g, const Case& c) {
+  reference::EpilogueConfig config{c.hidden, c.dtype, c.quant, c.norm, 1e-6f, g.group->rank(0).device().target()};
+  config.group = c.group, config.scale_format = c.scale_format, config.scale_layout = c.scale_layout;
+  return config;
+}
+
 // Uploads fresh inputs (distinct per rank; residual and weight shared, as in tensor parallel).
 reference::EpilogueOutputs prepare(VirtualGroup& g, const Case& c, std::mt19937& rng) {
   const size_t n = size_t(c.tokens) * c.hidden;
@@ -120,35 +127,14 @@ reference::EpilogueOutputs prepare(VirtualGroup& g, const Case& c, std::mt19937&
     g.ranks[size_t(r)].residual.upload(residual);
     g.ranks[size_t(r)].weight.upload(weight);
   }
-  reference::EpilogueConfig config{c.hidden, c.dtype, c.quant, c.norm, 1e-6f, g.group->rank(0).device().target()};
-  config.group = c.group, config.scale_format = c.scale_format, config.scale_layout = c.scale_layout;
-  return reference::epilogue(config, c.tokens, reference::fold(inputs, c.dtype), residual, weight);
+  return reference::epilogue(config_of(g, c), c.tokens, reference::fold(inputs, c.dtype), residual, weight);
 }
 
 void require_outputs(VirtualGroup& g, const Case& c, const reference::EpilogueOutputs& e, const std::string& label) {
-  const size_t n = size_t(c.tokens) * c.hidden;
   for (int r = 0; r < g.world(); ++r) {
-    auto& b = g.ranks[size_t(r)];
-    const std::string who = label + " rank " + std::to_string(r);
-    test::require_bits_equal(b.residual_out.download<std::uint16_t>(n), e.residual_out, who + " residual_out",
-                             c.hidden);
-    if (c.quant == Quant::none) {
-      test::require_bits_equal(b.out.download<std::uint16_t>(n), e.out, who + " out", c.hidden);
-    } else if (is_mxfp4(c.quant)) {
-      test::require_bits_equal(b.out.download<std::uint8_t>(n / 2), e.q, who + " mxfp4 out", c.hidden / 2);
-      test::require_bits_equal(b.scales.download<std::uint8_t>(e.scale_bytes.size()), e.scale_bytes,
-                               who + " E8M0 scales", c.hidden / kMxBlock);
-    } else {
-      test::require_bits_equal(b.out.download<std::uint8_t>(n), e.q, who + " fp8 out", c.hidden);
-      if (!e.scale_bytes.empty()) {
-        test::require_bits_equal(b.scales.download<std::uint8_t>(e.scale_bytes.size()), e.scale_bytes,
-                                 who + " E8M0 scales", c.hidden / c.group);
-      } else {
-        test::require_scales_equal(b.scales.download<float>(e.scales.size()), e.scales, who);
-      }
-    }
-    if (writes_mirror(c.quant))
-      test::require_bits_equal(b.mirror.download<std::uint16_t>(n), e.mirror, who + " mirror", c.hidden);
+    const auto& b = g.ranks[size_t(r)];
+    test::require_device_epilogue({b.residual_out, b.out, b.scales, b.mirror}, e, config_of(g, c), c.tokens,
+                                  label + " rank " + std::to_string(r));
   }
 }
 

@@ -18,6 +18,7 @@
 #include "arfuse/runtime/group.hpp"
 #include "arfuse/runtime/setup/nccl.hpp"
 
+#include "device_outputs.hpp"
 #include "rank_worker.hpp"
 #include "support.hpp"
 
@@ -269,15 +270,7 @@ TEST_CASE("NCCL path: a group of one rank runs NCCL's all-reduce and the epilogu
     reference::EpilogueConfig config{s.hidden, s.dtype, s.quant, s.norm, 1e-6f, d.target()};
     const auto e = reference::epilogue(config, s.tokens, input, residual, weight);
     test::require_bits_equal(sum.download<std::uint16_t>(n), input, "NCCL all-reduce of one rank", s.hidden);
-    test::require_bits_equal(res_out.download<std::uint16_t>(n), e.residual_out, "residual_out", s.hidden);
-    if (s.quant == Quant::none) {
-      test::require_bits_equal(out.download<std::uint16_t>(n), e.out, "out", s.hidden);
-    } else {
-      test::require_bits_equal(out.download<std::uint8_t>(n), e.q, "fp8 out", s.hidden);
-      test::require_scales_equal(scales.download<float>(std::size_t(s.tokens)), e.scales, "fp8 out");
-    }
-    if (s.quant == Quant::fp8_mirror)
-      test::require_bits_equal(mirror.download<std::uint16_t>(n), e.mirror, "mirror", s.hidden);
+    test::require_device_epilogue({res_out, out, scales, mirror}, e, config, s.tokens);
   }
 }
 
