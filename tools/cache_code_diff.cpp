@@ -3,29 +3,66 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
+#include "arfuse/jit/block_shape.hpp"
 #include "arfuse/jit/elf_file.hpp"
+#include "arfuse/jit/kernel_footprint.hpp"
+#include "arfuse/jit/kernel_spec.hpp"
 
 namespace arfuse::tools {
 namespace {
 
-// The spec of each good entry, with its code sections; bad entries are counted, as verify does.
-std::map<std::string, std::map<std::string, std::string>> code_by_spec(cache::DiskCache& disk, int& unreadable) {
-  std::map<std::string, std::map<std::string, std::string>> out;
+// What code-diff compares of one entry: the sections that decide what the code does, and for a
+// cubin its registers, shared and local memory (which decide how many blocks share an SM).
+struct EntryCode {
+  std::map<std::string, std::string> sections;
+  std::optional<jit::KernelFootprint> footprint;
+  bool operator==(const EntryCode& o) const { return sections == o.sections && footprint == o.footprint; }
+};
+
+EntryCode entry_code(const std::vector<std::uint8_t>& payload) {
+  EntryCode code{jit::elf_code_sections(payload), std::nullopt};
+  if (jit::elf_machine(payload) != jit::kElfMachineAmdgpu) code.footprint = jit::cubin_footprint(payload);
+  return code;
+}
+
+// The spec of each good entry, with its code; bad entries are counted, as verify does.
+std::map<std::string, EntryCode> code_by_spec(cache::DiskCache& disk, int& unreadable) {
+  std::map<std::string, EntryCode> out;
   for (const auto& info : disk.list()) {
     const auto checked = cache::DiskCache::check(info.path);
     const std::string spec = checked.ok() ? cache::spec_of(checked.entry) : "";
     try {
       if (spec.empty()) throw Error(checked.ok() ? "no spec in its metadata" : checked.problem);
-      out[spec] = jit::elf_code_sections(checked.entry.payload);
+      out[spec] = entry_code(checked.entry.payload);
     } catch (const Error& e) {
       ++unreadable;
       std::printf("UNREADABLE %s: %s\n", info.path.c_str(), e.what());
     }
   }
   return out;
+}
+
+// " (registers 38 -> 32; 3 -> 4 blocks of 512 threads per SM)" where the footprints differ: the
+// fields that differ, and the occupancy they give (which may not change).
+std::string footprint_change(const std::string& spec_text, const EntryCode& mine, const EntryCode& other) {
+  if (!mine.footprint || !other.footprint || *mine.footprint == *other.footprint) return "";
+  const jit::KernelFootprint &a = *mine.footprint, &b = *other.footprint;
+  const jit::KernelSpec spec = jit::KernelSpec::parse(spec_text);
+  const int threads = jit::block_shape(spec.hidden, spec.target.warp_size()).threads;
+  std::string fields;
+  const auto field = [&](const char* name, int x, int y, const char* unit) {
+    if (x != y) fields += fmt::format("{}{} {} -> {}{}", fields.empty() ? "" : ", ", name, x, y, unit);
+  };
+  field("registers", a.registers, b.registers, "");
+  field("shared", a.shared_bytes, b.shared_bytes, " B");
+  field("local", a.local_bytes, b.local_bytes, " B");
+  return fmt::format(" ({}; {} -> {} blocks of {} threads per SM)", fields,
+                     jit::nvidia_resident_blocks(spec.target, threads, a),
+                     jit::nvidia_resident_blocks(spec.target, threads, b), threads);
 }
 
 }  // namespace
@@ -43,7 +80,7 @@ int cmd_code_diff(cache::DiskCache& mine, cache::DiskCache& other) {
       ++same;
     } else {
       ++differ;
-      std::printf("DIFFERS %s\n", spec.c_str());
+      std::printf("DIFFERS %s%s\n", spec.c_str(), footprint_change(spec, code, it->second).c_str());
     }
   }
   for (const auto& [spec, code] : b) {

@@ -108,6 +108,19 @@ std::vector<ElfSymbol> elf_symbols(const std::vector<std::uint8_t>& file) {
   return symbols;
 }
 
+long elf_symbol_index(const std::vector<std::uint8_t>& file, const std::string& name) {
+  const auto all = sections(file);
+  for (std::uint32_t t = 0; t < all.size(); ++t) {
+    if (all[t].type != kSymbolTable) continue;
+    const auto entries = symbol_entries(file, all, t);
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      if (entries[i].name != 0 && string_at(file, all[all[t].link], entries[i].name) == name) return long(i);
+    }
+    return -1;
+  }
+  return -1;
+}
+
 std::vector<std::string> elf_symbol_names(const std::vector<std::uint8_t>& file) {
   std::vector<std::string> names;
   for (auto& symbol : elf_symbols(file)) names.push_back(std::move(symbol.name));
@@ -166,7 +179,6 @@ bool decides_behaviour(const std::string& section_name) {
   return false;
 }
 
-constexpr std::uint16_t kMachineAmdgpu = 0xE0;
 constexpr std::uint64_t kKernelDescriptorBytes = 64, kCodeEntryOffsetAt = 16;
 
 // Zeroes the code-entry offset of every AMD kernel descriptor in `sections`.
@@ -229,7 +241,7 @@ std::string relocations_text(const std::vector<std::uint8_t>& file, const std::v
 
 std::map<std::string, std::string> elf_code_sections(const std::vector<std::uint8_t>& file) {
   auto all = elf_sections(file);
-  if (elf_machine(file) == kMachineAmdgpu) blank_code_entry_offsets(file, all);
+  if (elf_machine(file) == kElfMachineAmdgpu) blank_code_entry_offsets(file, all);
   std::map<std::string, std::string> code;
   for (const auto& s : all) {
     if (!decides_behaviour(s.name)) continue;

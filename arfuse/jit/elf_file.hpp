@@ -35,9 +35,13 @@ struct ElfSymbol {
 
 std::vector<std::string> elf_symbol_names(const std::vector<std::uint8_t>& file);
 std::vector<ElfNote> elf_notes(const std::vector<std::uint8_t>& file);
-// The machine field (0xE0 for AMDGPU).
+// The machine field (kElfMachineAmdgpu for an AMD code object, 190 for a cubin).
 std::uint16_t elf_machine(const std::vector<std::uint8_t>& file);
+inline constexpr std::uint16_t kElfMachineAmdgpu = 0xE0;
 std::vector<ElfSymbol> elf_symbols(const std::vector<std::uint8_t>& file);
+// Where symbol `name` stands in the first symbol table (the index other sections refer to it by),
+// or -1.
+long elf_symbol_index(const std::vector<std::uint8_t>& file, const std::string& name);
 // Every section, in file order, named from the section-name table.
 ARFUSE_API std::vector<ElfSection> elf_sections(const std::vector<std::uint8_t>& file);
 

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "arfuse/jit/kernel_footprint.hpp"
 #include "arfuse/jit/tuning.hpp"
 #include "arfuse/templates/limits.cuh"
 
@@ -12,14 +13,6 @@ unsigned grid_blocks(int rows, int blocks_per_multiprocessor, int multiprocessor
 }
 
 namespace {
-
-// The CUDA programming guide's "maximum resident threads per SM" of the generations arfuse
-// accepts (sm_70 and later).
-int nvidia_threads_per_multiprocessor(int generation) {
-  if (generation == 75) return 1024;
-  if (generation == 86 || generation == 87 || generation == 89) return 1536;
-  return 2048;
-}
 
 // Whether `blocks` blocks of this shape fit the threads of one multiprocessor; where they do not,
 // ptxas ignores the minimum with a warning.

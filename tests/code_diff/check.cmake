@@ -2,7 +2,8 @@
 # arfuse-cache code-diff on sm_90 caches warmed here (NVRTC, no GPU): templates with a comment or
 # an unused constant added give the same code for every spec; an f32 add turned into a subtraction changes the
 # kernels that add in f32 (BF16 none and per-token FP8) and not MXFP4's, which adds in pairs on
-# sm_90; a missing folder is a usage error, not a list of missing specs.
+# sm_90; 32 bytes more shared memory is shown as the kernels' footprint change; a missing folder is a
+# usage error, not a list of missing specs.
 cmake_minimum_required(VERSION 3.20)
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
@@ -43,6 +44,8 @@ endfunction()
 
 copy_templates(commented "// Step 2: res = T(ar + residual_in)" "// (a comment)\n  // Step 2: res = T(ar + residual_in)")
 copy_templates(subtracting "a[j] = a[j] + r[j];" "a[j] = a[j] - r[j];")
+# 32 more bytes of shared memory in every kernel: the footprint is shown with the code's difference.
+copy_templates(bigger "float sum[kWarpSize + 1];" "float sum[kWarpSize + 9];")
 # An unused namespace constant moves every slot of NVRTC's table of such constants' addresses and
 # the symbol indices; no kernel reads that table, so the code sections stay equal.
 copy_templates(constant "// Step 2: res = T(ar + residual_in)" "// (a constant)\n  // Step 2: res = T(ar + residual_in)")
@@ -53,6 +56,7 @@ warm(original ${TEMPLATES})
 warm(commented ${WORK}/commented)
 warm(subtracting ${WORK}/subtracting)
 warm(constant ${WORK}/constant)
+warm(bigger ${WORK}/bigger)
 
 run(0 ${CACHE} --cache-dir ${WORK}/original code-diff ${WORK}/commented)
 expect("3 specs with the same code, 0 differ, 0 only in")
@@ -62,6 +66,15 @@ run(1 ${CACHE} --cache-dir ${WORK}/original code-diff ${WORK}/subtracting)
 expect("DIFFERS rmsnorm_quant/h2048/bf16/none/rms/sm_90")
 expect("DIFFERS rmsnorm_quant/h2048/bf16/fp8/rms/sm_90")
 expect("1 specs with the same code, 2 differ, 0 only in")
+run(1 ${CACHE} --cache-dir ${WORK}/original code-diff ${WORK}/bigger)
+expect("0 specs with the same code, 3 differ, 0 only in")
+string(REGEX MATCH "DIFFERS rmsnorm_quant/h2048/bf16/mxfp4/rms/sm_90 \\(shared ([0-9]+) -> ([0-9]+) B; [0-9]+ -> [0-9]+ blocks of 256 threads per SM\\)" line "${last_output}")
+if(line)
+  math(EXPR grown "${CMAKE_MATCH_1} + 32")
+endif()
+if(NOT line OR NOT CMAKE_MATCH_2 EQUAL grown)
+  message(FATAL_ERROR "expected MXFP4's shared memory 32 bytes larger, shown with its blocks per SM:\n${last_output}")
+endif()
 file(GLOB commented_entries ${WORK}/commented/*.arfuse)
 list(GET commented_entries 0 one_entry)
 file(REMOVE ${one_entry})

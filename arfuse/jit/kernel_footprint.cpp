@@ -1,0 +1,119 @@
+#include "arfuse/jit/kernel_footprint.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "arfuse/base/error.hpp"
+#include "arfuse/jit/elf_file.hpp"
+
+namespace arfuse::jit {
+namespace {
+
+// .nv.info records: format byte, attribute byte, then a 16-bit value (formats 1-3) or a 16-bit
+// size and that many bytes (format 4, EIFMT_SVAL). Per-function attributes are SVALs of a
+// symbol index and a 32-bit value.
+constexpr std::uint8_t kSizedValue = 4;
+constexpr std::uint8_t kFrameSize = 0x11, kRegisterCount = 0x2f;
+constexpr const char* kReservedSharedSymbol = "__nv_reservedSMEM_offset_0_alias";
+
+std::uint32_t u32_at(const std::vector<std::uint8_t>& bytes, std::size_t at) {
+  std::uint32_t v;
+  std::memcpy(&v, bytes.data() + at, 4);
+  return v;
+}
+
+// Attribute `attribute` of symbol `symbol` in one .nv.info section, or -1.
+long function_attribute(const ElfSection& info, std::uint8_t attribute, long symbol) {
+  const auto& b = info.bytes;
+  for (std::size_t at = 0; at + 4 <= b.size();) {
+    const std::uint8_t format = b[at], attr = b[at + 1];
+    const std::size_t size = format == kSizedValue ? std::size_t(b[at + 2] | (b[at + 3] << 8)) : 0;
+    if (at + 4 + size > b.size()) throw Error(fmt::format("malformed cubin: {} record past its end", info.name));
+    if (format == kSizedValue && attr == attribute && size == 8 && long(u32_at(b, at + 4)) == symbol) {
+      return long(u32_at(b, at + 8));
+    }
+    at += 4 + size;
+  }
+  return -1;
+}
+
+struct NvidiaLimits {
+  int blocks, shared_bytes, reserved_per_block, shared_unit;
+};
+
+// The CUDA programming guide's table of compute capabilities; generations after sm_90 as sm_90.
+NvidiaLimits nvidia_limits(int generation) {
+  if (generation < 75) return {32, 96 * 1024, 0, 256};
+  if (generation == 75) return {16, 64 * 1024, 0, 256};
+  if (generation == 80) return {32, 164 * 1024, 1024, 128};
+  if (generation == 86) return {16, 100 * 1024, 1024, 128};
+  if (generation == 87) return {16, 164 * 1024, 1024, 128};
+  if (generation == 89) return {24, 100 * 1024, 1024, 128};
+  return {32, 228 * 1024, 1024, 128};
+}
+
+int round_up(int value, int unit) { return (value + unit - 1) / unit * unit; }
+
+}  // namespace
+
+KernelFootprint cubin_footprint(const std::vector<std::uint8_t>& cubin) {
+  const auto sections = elf_sections(cubin);
+  const std::string info_prefix = ".nv.info.";
+  std::vector<std::string> kernels;
+  for (const auto& s : sections) {
+    if (s.name.rfind(info_prefix, 0) == 0) kernels.push_back(s.name.substr(info_prefix.size()));
+  }
+  if (kernels.size() != 1) {
+    throw Error(
+        fmt::format("a cubin of one kernel has one .nv.info.<kernel> section; this file has {}", kernels.size()));
+  }
+  const std::string& kernel = kernels[0];
+  const long symbol = elf_symbol_index(cubin, kernel);
+  if (symbol < 0) throw Error(fmt::format("malformed cubin: no symbol for kernel {}", kernel));
+  KernelFootprint f;
+  for (const auto& s : sections) {
+    if (s.name == ".nv.info") {
+      f.registers = int(std::max(0L, function_attribute(s, kRegisterCount, symbol)));
+      f.local_bytes = int(std::max(0L, function_attribute(s, kFrameSize, symbol)));
+    } else if (s.name == ".nv.shared." + kernel) {
+      f.shared_bytes = int(s.size);
+    }
+  }
+  if (f.registers == 0) throw Error(fmt::format("cubin: no register count for kernel {}", kernel));
+  // From sm_80 on, ptxas places the 1 KiB each block keeps for the system at the start of the
+  // kernel's shared section (the symbol below marks it); the driver's static size leaves it out.
+  if (elf_symbol_index(cubin, kReservedSharedSymbol) >= 0) f.shared_bytes = std::max(0, f.shared_bytes - 1024);
+  return f;
+}
+
+int nvidia_threads_per_multiprocessor(int generation) {
+  if (generation == 75) return 1024;
+  if (generation == 86 || generation == 87 || generation == 89) return 1536;
+  return 2048;
+}
+
+int nvidia_resident_blocks(const Target& target, int threads, const KernelFootprint& footprint,
+                           int dynamic_shared_bytes) {
+  constexpr int kWarp = 32, kRegistersPerMultiprocessor = 64 * 1024, kRegisterUnit = 256;
+  const NvidiaLimits limits = nvidia_limits(target.generation());
+  const int warps = (threads + kWarp - 1) / kWarp;
+  int blocks = std::min(limits.blocks, nvidia_threads_per_multiprocessor(target.generation()) / (warps * kWarp));
+  if (footprint.registers > 0) {
+    const int per_warp = round_up(footprint.registers * kWarp, kRegisterUnit);
+    blocks = std::min(blocks, kRegistersPerMultiprocessor / per_warp / warps);
+  }
+  const int shared = round_up(footprint.shared_bytes + dynamic_shared_bytes, limits.shared_unit);
+  if (shared > 0) blocks = std::min(blocks, limits.shared_bytes / (shared + limits.reserved_per_block));
+  return std::max(0, blocks);
+}
+
+std::string describe(const Target& target, int threads, const KernelFootprint& f) {
+  const std::string local = f.local_bytes > 0 ? fmt::format(", {} B local", f.local_bytes) : "";
+  return fmt::format("{} registers, {} B shared{}, {} blocks of {} threads per SM", f.registers, f.shared_bytes, local,
+                     nvidia_resident_blocks(target, threads, f), threads);
+}
+
+}  // namespace arfuse::jit
