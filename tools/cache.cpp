@@ -14,6 +14,7 @@
 #include "arfuse/jit/kernel_spec.hpp"
 
 #include "cache_code_diff.hpp"
+#include "cache_footprint.hpp"
 #include "cli.hpp"
 
 namespace arfuse::tools {
@@ -23,7 +24,9 @@ const char* kUsage = R"(usage: arfuse-cache [--cache-dir DIR] COMMAND [options]
 
 commands:
   stat                  entries and bytes, in all and per target and module
-  ls                    one line per entry: spec, target, size, last use
+  ls [--footprint]      one line per entry: spec, target, size, last use; --footprint adds
+                        each cubin's registers, shared and local memory and the blocks per SM
+                        they allow (NVIDIA's occupancy rules; no GPU needed)
   verify [--fix]        check every entry (header, checksums, key); exit 1 if any is bad;
                         --fix removes the bad ones (of any kind: file, link, FIFO, folder)
                         and temporaries older than an hour; exit 1 if any stays
@@ -103,7 +106,8 @@ int cmd_stat(cache::DiskCache& disk) {
   return 0;
 }
 
-int cmd_ls(cache::DiskCache& disk) {
+// With `footprint`, each cubin's registers, shared and local memory and blocks per SM follow.
+int cmd_ls(cache::DiskCache& disk, bool footprint) {
   for (const auto& info : disk.list()) {
     const auto checked = cache::DiskCache::check(info.path);
     if (!checked.ok()) {
@@ -112,8 +116,17 @@ int cmd_ls(cache::DiskCache& disk) {
       continue;
     }
     auto d = describe(checked.entry);
-    std::printf("%-56s %-8s %10llu  %s  %s\n", d.spec.c_str(), d.target.c_str(), (unsigned long long)info.bytes,
-                when(info.last_use_ns).c_str(), d.compiler.c_str());
+    std::string occupancy;
+    if (footprint) {
+      try {
+        const auto f = footprint_of(checked.entry.payload);
+        occupancy = f ? "  " + describe_footprint(d.spec, *f) : "  (AMD code object: no footprint)";
+      } catch (const Error& e) {
+        occupancy = std::string("  footprint unreadable: ") + e.what();
+      }
+    }
+    std::printf("%-56s %-8s %10llu  %s  %s%s\n", d.spec.c_str(), d.target.c_str(), (unsigned long long)info.bytes,
+                when(info.last_use_ns).c_str(), d.compiler.c_str(), occupancy.c_str());
   }
   return 0;
 }
@@ -145,7 +158,7 @@ int cmd_verify(cache::DiskCache& disk, bool fix) {
 }
 
 int cache_main(int argc, char** argv) {
-  CommandLine cl(argc, argv, {"fix"}, {"cache-dir", "max-bytes"});
+  CommandLine cl(argc, argv, {"fix", "footprint"}, {"cache-dir", "max-bytes"});
   const auto& words = cl.positional();
   if (words.empty()) throw UsageError("expected a command: stat, ls, verify, prune, clear or code-diff");
   const std::string command = words[0];
@@ -158,6 +171,7 @@ int cache_main(int argc, char** argv) {
     throw UsageError(fmt::format("{} takes no further arguments, not '{}'", command, words[1]));
   }
   if (cl.has("fix") && command != "verify") throw UsageError("--fix goes with verify");
+  if (cl.has("footprint") && command != "ls") throw UsageError("--footprint goes with ls");
   if (cl.has("max-bytes") && command != "prune") throw UsageError("--max-bytes goes with prune");
   if (command == "prune" && !cl.has("max-bytes")) throw UsageError("prune needs --max-bytes N");
   const long max_bytes = cl.integer("max-bytes", 0, 0, LONG_MAX);
@@ -179,7 +193,7 @@ int cache_main(int argc, char** argv) {
   auto owned = open_cache(dir);
   cache::DiskCache& disk = *owned;
   if (command == "stat") return cmd_stat(disk);
-  if (command == "ls") return cmd_ls(disk);
+  if (command == "ls") return cmd_ls(disk, cl.has("footprint"));
   if (command == "verify") return cmd_verify(disk, cl.has("fix"));
   if (command == "prune") {
     int removed = disk.prune(std::uint64_t(max_bytes));

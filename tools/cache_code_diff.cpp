@@ -7,10 +7,9 @@
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
-#include "arfuse/jit/block_shape.hpp"
 #include "arfuse/jit/elf_file.hpp"
-#include "arfuse/jit/kernel_footprint.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
+
+#include "cache_footprint.hpp"
 
 namespace arfuse::tools {
 namespace {
@@ -24,9 +23,7 @@ struct EntryCode {
 };
 
 EntryCode entry_code(const std::vector<std::uint8_t>& payload) {
-  EntryCode code{jit::elf_code_sections(payload), std::nullopt};
-  if (jit::elf_machine(payload) != jit::kElfMachineAmdgpu) code.footprint = jit::cubin_footprint(payload);
-  return code;
+  return EntryCode{jit::elf_code_sections(payload), footprint_of(payload)};
 }
 
 // The spec of each good entry, with its code; bad entries are counted, as verify does.
@@ -46,25 +43,6 @@ std::map<std::string, EntryCode> code_by_spec(cache::DiskCache& disk, int& unrea
   return out;
 }
 
-// " (registers 38 -> 32; 3 -> 4 blocks of 512 threads per SM)" where the footprints differ: the
-// fields that differ, and the occupancy they give (which may not change).
-std::string footprint_change(const std::string& spec_text, const EntryCode& mine, const EntryCode& other) {
-  if (!mine.footprint || !other.footprint || *mine.footprint == *other.footprint) return "";
-  const jit::KernelFootprint &a = *mine.footprint, &b = *other.footprint;
-  const jit::KernelSpec spec = jit::KernelSpec::parse(spec_text);
-  const int threads = jit::block_shape(spec.hidden, spec.target.warp_size()).threads;
-  std::string fields;
-  const auto field = [&](const char* name, int x, int y, const char* unit) {
-    if (x != y) fields += fmt::format("{}{} {} -> {}{}", fields.empty() ? "" : ", ", name, x, y, unit);
-  };
-  field("registers", a.registers, b.registers, "");
-  field("shared", a.shared_bytes, b.shared_bytes, " B");
-  field("local", a.local_bytes, b.local_bytes, " B");
-  return fmt::format(" ({}; {} -> {} blocks of {} threads per SM)", fields,
-                     jit::nvidia_resident_blocks(spec.target, threads, a),
-                     jit::nvidia_resident_blocks(spec.target, threads, b), threads);
-}
-
 }  // namespace
 
 int cmd_code_diff(cache::DiskCache& mine, cache::DiskCache& other) {
@@ -80,7 +58,9 @@ int cmd_code_diff(cache::DiskCache& mine, cache::DiskCache& other) {
       ++same;
     } else {
       ++differ;
-      std::printf("DIFFERS %s%s\n", spec.c_str(), footprint_change(spec, code, it->second).c_str());
+      const bool both = code.footprint && it->second.footprint;
+      const std::string change = both ? footprint_change(spec, *code.footprint, *it->second.footprint) : "";
+      std::printf("DIFFERS %s%s\n", spec.c_str(), change.c_str());
     }
   }
   for (const auto& [spec, code] : b) {

@@ -36,7 +36,7 @@ struct ElfSymbol {
 std::vector<std::string> elf_symbol_names(const std::vector<std::uint8_t>& file);
 std::vector<ElfNote> elf_notes(const std::vector<std::uint8_t>& file);
 // The machine field (kElfMachineAmdgpu for an AMD code object, 190 for a cubin).
-std::uint16_t elf_machine(const std::vector<std::uint8_t>& file);
+ARFUSE_API std::uint16_t elf_machine(const std::vector<std::uint8_t>& file);
 inline constexpr std::uint16_t kElfMachineAmdgpu = 0xE0;
 std::vector<ElfSymbol> elf_symbols(const std::vector<std::uint8_t>& file);
 // Where symbol `name` stands in the first symbol table (the index other sections refer to it by),

@@ -2,8 +2,8 @@
 # arfuse-cache code-diff on sm_90 caches warmed here (NVRTC, no GPU): templates with a comment or
 # an unused constant added give the same code for every spec; an f32 add turned into a subtraction changes the
 # kernels that add in f32 (BF16 none and per-token FP8) and not MXFP4's, which adds in pairs on
-# sm_90; 32 bytes more shared memory is shown as the kernels' footprint change; a missing folder is a
-# usage error, not a list of missing specs.
+# sm_90; 32 bytes more shared memory is shown as the kernels' footprint change, and ls --footprint
+# gives each entry's; a missing folder is a usage error, not a list of missing specs.
 cmake_minimum_required(VERSION 3.20)
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
@@ -80,6 +80,14 @@ list(GET commented_entries 0 one_entry)
 file(REMOVE ${one_entry})
 run(1 ${CACHE} --cache-dir ${WORK}/original code-diff ${WORK}/commented)
 expect("2 specs with the same code, 0 differ, 1 only in ${WORK}/original, 0 only in")
+run(0 ${CACHE} --cache-dir ${WORK}/original ls --footprint)
+string(REGEX MATCHALL "registers, [0-9]+ B shared, [0-9]+ blocks of 256 threads per SM" lines "${last_output}")
+list(LENGTH lines footprints)
+if(NOT footprints EQUAL 3)
+  message(FATAL_ERROR "expected a footprint on each of the 3 entries:\n${last_output}")
+endif()
+run(2 ${CACHE} --cache-dir ${WORK}/original stat --footprint)
+expect("--footprint goes with ls")
 run(2 ${CACHE} --cache-dir ${WORK}/original code-diff ${WORK}/no-such-cache)
 expect("cache folder ${WORK}/no-such-cache does not exist")
 run(2 ${CACHE} --cache-dir ${WORK}/original code-diff)

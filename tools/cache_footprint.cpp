@@ -1,0 +1,50 @@
+#include "cache_footprint.hpp"
+
+#include <fmt/format.h>
+
+#include "arfuse/jit/block_shape.hpp"
+#include "arfuse/jit/elf_file.hpp"
+#include "arfuse/jit/kernel_spec.hpp"
+
+namespace arfuse::tools {
+namespace {
+
+struct Launch {
+  jit::Target target;
+  int threads;
+};
+
+Launch launch_of(const std::string& spec_text) {
+  const jit::KernelSpec spec = jit::KernelSpec::parse(spec_text);
+  return {spec.target, jit::block_shape(spec.hidden, spec.target.warp_size()).threads};
+}
+
+}  // namespace
+
+std::optional<jit::KernelFootprint> footprint_of(const std::vector<std::uint8_t>& payload) {
+  if (jit::elf_machine(payload) == jit::kElfMachineAmdgpu) return std::nullopt;
+  return jit::cubin_footprint(payload);
+}
+
+std::string describe_footprint(const std::string& spec_text, const jit::KernelFootprint& footprint) {
+  const Launch l = launch_of(spec_text);
+  return jit::describe(l.target, l.threads, footprint);
+}
+
+std::string footprint_change(const std::string& spec_text, const jit::KernelFootprint& before,
+                             const jit::KernelFootprint& after) {
+  if (before == after) return "";
+  std::string fields;
+  const auto field = [&](const char* name, int x, int y, const char* unit) {
+    if (x != y) fields += fmt::format("{}{} {} -> {}{}", fields.empty() ? "" : ", ", name, x, y, unit);
+  };
+  field("registers", before.registers, after.registers, "");
+  field("shared", before.shared_bytes, after.shared_bytes, " B");
+  field("local", before.local_bytes, after.local_bytes, " B");
+  const Launch l = launch_of(spec_text);
+  return fmt::format(" ({}; {} -> {} blocks of {} threads per SM)", fields,
+                     jit::nvidia_resident_blocks(l.target, l.threads, before),
+                     jit::nvidia_resident_blocks(l.target, l.threads, after), l.threads);
+}
+
+}  // namespace arfuse::tools
