@@ -48,7 +48,7 @@ std::map<std::string, EntryCode> code_by_spec(cache::DiskCache& disk, int& unrea
 int cmd_code_diff(cache::DiskCache& mine, cache::DiskCache& other) {
   int unreadable = 0;
   const auto a = code_by_spec(mine, unreadable), b = code_by_spec(other, unreadable);
-  int same = 0, differ = 0, only_mine = 0, only_other = 0;
+  int same = 0, differ = 0, only_mine = 0, only_other = 0, footprints = 0, occupancy = 0;
   for (const auto& [spec, code] : a) {
     const auto it = b.find(spec);
     if (it == b.end()) {
@@ -60,6 +60,10 @@ int cmd_code_diff(cache::DiskCache& mine, cache::DiskCache& other) {
       ++differ;
       const bool both = code.footprint && it->second.footprint;
       const std::string change = both ? footprint_change(spec, *code.footprint, *it->second.footprint) : "";
+      if (!change.empty()) {
+        ++footprints;
+        if (blocks_per_sm(spec, *code.footprint) != blocks_per_sm(spec, *it->second.footprint)) ++occupancy;
+      }
       std::printf("DIFFERS %s%s\n", spec.c_str(), change.c_str());
     }
   }
@@ -68,6 +72,10 @@ int cmd_code_diff(cache::DiskCache& mine, cache::DiskCache& other) {
   }
   std::printf("%d specs with the same code, %d differ, %d only in %s, %d only in %s, %d unreadable\n", same, differ,
               only_mine, mine.dir().c_str(), only_other, other.dir().c_str(), unreadable);
+  if (footprints > 0) {
+    std::printf("of those that differ, %d have another footprint, %d of them other blocks per SM\n", footprints,
+                occupancy);
+  }
   return differ + only_mine + only_other + unreadable == 0 ? 0 : 1;
 }
 

@@ -31,6 +31,11 @@ std::string describe_footprint(const std::string& spec_text, const jit::KernelFo
   return jit::describe(l.target, l.threads, footprint);
 }
 
+int blocks_per_sm(const std::string& spec_text, const jit::KernelFootprint& footprint) {
+  const Launch l = launch_of(spec_text);
+  return jit::nvidia_resident_blocks(l.target, l.threads, footprint);
+}
+
 std::string footprint_change(const std::string& spec_text, const jit::KernelFootprint& before,
                              const jit::KernelFootprint& after) {
   if (before == after) return "";
@@ -41,10 +46,8 @@ std::string footprint_change(const std::string& spec_text, const jit::KernelFoot
   field("registers", before.registers, after.registers, "");
   field("shared", before.shared_bytes, after.shared_bytes, " B");
   field("local", before.local_bytes, after.local_bytes, " B");
-  const Launch l = launch_of(spec_text);
-  return fmt::format(" ({}; {} -> {} blocks of {} threads per SM)", fields,
-                     jit::nvidia_resident_blocks(l.target, l.threads, before),
-                     jit::nvidia_resident_blocks(l.target, l.threads, after), l.threads);
+  return fmt::format(" ({}; {} -> {} blocks of {} threads per SM)", fields, blocks_per_sm(spec_text, before),
+                     blocks_per_sm(spec_text, after), launch_of(spec_text).threads);
 }
 
 }  // namespace arfuse::tools

@@ -18,6 +18,9 @@ std::optional<jit::KernelFootprint> footprint_of(const std::vector<std::uint8_t>
 // "38 registers, 16656 B shared, 3 blocks of 512 threads per SM" for the kernel of `spec_text`.
 std::string describe_footprint(const std::string& spec_text, const jit::KernelFootprint& footprint);
 
+// The blocks per SM `footprint` allows the kernel of `spec_text` (NVIDIA).
+int blocks_per_sm(const std::string& spec_text, const jit::KernelFootprint& footprint);
+
 // " (registers 38 -> 32; 3 -> 4 blocks of 512 threads per SM)": the fields that differ and the
 // blocks per SM on each side; empty when nothing differs.
 std::string footprint_change(const std::string& spec_text, const jit::KernelFootprint& before,
