@@ -6,6 +6,7 @@
 #include "arfuse/base/error.hpp"
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/jit/elf_file.hpp"
+#include "arfuse/jit/kernel_footprint.hpp"
 #include "arfuse/jit/spec_set.hpp"
 
 #include "bench_kernels.hpp"
@@ -83,7 +84,19 @@ TEST_CASE("a cubin's code sections: its kernel's code, constants, shared memory 
   for (const auto& [name, bytes] : sections) CHECK(name.find(".nv.info") == std::string::npos);
 }
 
-TEST_CASE("NVRTC compiles every rmsnorm_quant and token_quant spec for sm_90", "[cpu][nvrtc]") {
+namespace {
+
+// An epilogue kernel that spills moves every spilled value through local memory on each row; none
+// does today (jit::cubin_footprint), and a template change that makes one spill should be seen.
+void require_no_local_memory(const CompiledCode& code) {
+  const KernelFootprint f = cubin_footprint(code.payload);
+  INFO(f.registers << " registers, " << f.shared_bytes << " B shared");
+  CHECK(f.local_bytes == 0);
+}
+
+}  // namespace
+
+TEST_CASE("NVRTC compiles every rmsnorm_quant and token_quant spec for sm_90, none spilling", "[cpu][nvrtc]") {
   auto nvrtc = nvrtc_compiler();
   INFO(nvrtc->identity());
   CHECK_THAT(nvrtc->identity(), Contains("nvrtc"));
@@ -100,17 +113,22 @@ TEST_CASE("NVRTC compiles every rmsnorm_quant and token_quant spec for sm_90", "
       const CompiledCode code = nvrtc->compile(render(s));
       REQUIRE(code.payload.size() > 1000);
       REQUIRE(code.lowered_name.rfind("_Z", 0) == 0);  // a mangled template instance
+      require_no_local_memory(code);
     }
   }
   KernelSpec tq = KernelSpec::parse("token_quant/h6144/bf16/sm_90");
   tq.hidden = hidden, tq.dtype = dtype;
-  REQUIRE(nvrtc->compile(render(tq)).payload.size() > 1000);
+  const CompiledCode token_quant = nvrtc->compile(render(tq));
+  REQUIRE(token_quant.payload.size() > 1000);
+  require_no_local_memory(token_quant);
   for (Quant quant : {Quant::fp8_group, Quant::mxfp4}) {
     KernelSpec gq = KernelSpec::parse("group_quant/h2048/bf16/mxfp4/sm_90");
     gq.hidden = hidden, gq.dtype = dtype, gq.quant = quant, gq.group = hidden % 128 == 0 ? 128 : 32;
     gq.scale = all_scale_formats()[size_t(hidden / 8) % all_scale_formats().size()];
     CAPTURE(gq.text());
-    REQUIRE(nvrtc->compile(render(gq)).payload.size() > 1000);
+    const CompiledCode group_quant = nvrtc->compile(render(gq));
+    REQUIRE(group_quant.payload.size() > 1000);
+    require_no_local_memory(group_quant);
   }
 }
 
