@@ -3,6 +3,8 @@
 // carry the right target, wavefront size and FP8 range; the machine code keeps the contract's
 // cross-warp step (one warp loads the partials and reduces them across lanes, no serial fold).
 // Nothing here runs on an AMD GPU: none is lent.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +12,7 @@
 #include "arfuse/base/error.hpp"
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/jit/elf_file.hpp"
+#include "arfuse/jit/kernel_footprint.hpp"
 
 #include "support.hpp"
 
@@ -120,6 +123,43 @@ TEST_CASE("a code object's code sections: its instructions and register counts c
   CHECK(changed(descriptor + 48));        // compute_pgm_rsrc1: the VGPR and SGPR counts
   CHECK(changed(descriptor + 0));         // group_segment_fixed_size: the LDS bytes
   CHECK(changed(text->offset + text->size / 2));
+}
+
+TEST_CASE("an AMD code object's footprint: its metadata's counts, which its kernel descriptor agrees with",
+          "[cpu][amdclang]") {
+  if (!clang_available()) return;
+  const std::string target = GENERATE(as<std::string>{}, "gfx942", "gfx1250");
+  const CompiledCode code = compile("rmsnorm_quant/h6144/bf16/fp8/rms/" + target);
+  const KernelFootprint f = code_object_footprint(code.payload);
+  CAPTURE(target, f.registers, f.accumulation_registers, f.scalar_registers, f.shared_bytes, f.local_bytes);
+  CHECK(kernel_footprint(code.payload) == f);
+  // The LDS is the block reductions' scratch (AMD stages no weight): two arrays of warp size + 1 floats.
+  const int warp = Target::parse(target).warp_size();
+  CHECK(f.shared_bytes == 2 * (warp + 1) * 4);
+  CHECK(f.local_bytes == 0);
+  CHECK(f.accumulation_registers == 0);
+  CHECK(f.scalar_registers > 0);
+  // The descriptor (64 bytes at the .kd symbol): LDS and scratch bytes, and compute_pgm_rsrc1's
+  // granulated VGPR count: blocks of 8 on gfx942 (wave64, VGPRs and AGPRs together; LLVM's
+  // AMDGPUUsage); clang 22 encodes gfx1250's in blocks of 16 (2 for 44 VGPRs).
+  const auto sections = elf_sections(code.payload);
+  const auto symbols = elf_symbols(code.payload);
+  const auto kd = std::find_if(symbols.begin(), symbols.end(),
+                               [&](const ElfSymbol& s) { return s.name == code.lowered_name + ".kd"; });
+  REQUIRE(kd != symbols.end());
+  REQUIRE(kd->section < sections.size());
+  const ElfSection& rodata = sections[kd->section];
+  const auto word = [&](std::uint64_t at) {
+    std::uint32_t v;
+    std::memcpy(&v, rodata.bytes.data() + (kd->value - rodata.address) + at, 4);
+    return v;
+  };
+  CHECK(word(0) == std::uint32_t(f.shared_bytes));
+  CHECK(word(4) == std::uint32_t(f.local_bytes));
+  const int granule = target == "gfx942" ? 8 : 16;
+  CHECK((word(48) & 0x3f) == std::uint32_t((f.registers + granule - 1) / granule - 1));
+  CHECK(describe(Target::parse(target), 384, f) ==
+        fmt::format("{} VGPRs, 0 AGPRs, {} SGPRs, {} B LDS", f.registers, f.scalar_registers, f.shared_bytes));
 }
 
 TEST_CASE("AMD code objects say their target, wavefront size and FP8 range", "[cpu][amdclang]") {

@@ -170,6 +170,7 @@ TEST_CASE("hiprtc compiles a representative set for gfx90a (wave64) and gfx1030 
     const CompiledCode code = hiprtc->compile(render(KernelSpec::parse(spec)));
     REQUIRE(code.payload.size() > 1000);
     REQUIRE(!code.lowered_name.empty());
+    CHECK(kernel_footprint(code.payload).registers > 0);  // hiprtc 5.2's metadata note has the counts
   }
 }
 

@@ -25,8 +25,8 @@ const char* kUsage = R"(usage: arfuse-cache [--cache-dir DIR] COMMAND [options]
 commands:
   stat                  entries and bytes, in all and per target and module
   ls [--footprint]      one line per entry: spec, target, size, last use; --footprint adds
-                        each cubin's registers, shared and local memory and the blocks per SM
-                        they allow (NVIDIA's occupancy rules; no GPU needed)
+                        each kernel's registers, shared and local memory, and for a cubin the
+                        blocks per SM they allow (NVIDIA's occupancy rules; no GPU needed)
   verify [--fix]        check every entry (header, checksums, key); exit 1 if any is bad;
                         --fix removes the bad ones (of any kind: file, link, FIFO, folder)
                         and temporaries older than an hour; exit 1 if any stays
@@ -37,7 +37,9 @@ commands:
                         machine code: code, constant and shared-memory sections of the cubin or
                         code object, and the code's relocations by symbol name (symbol tables
                         and an AMD kernel descriptor's offset to its code are not compared);
-                        lists the specs that differ or that one side lacks; exit 1 if any
+                        lists the specs that differ (with any change of registers, shared or
+                        local memory, and a cubin's blocks per SM) or that one side lacks;
+                        exit 1 if any
 
 --cache-dir defaults to $ARFUSE_CACHE_DIR, $XDG_CACHE_HOME/arfuse, ~/.cache/arfuse. On a
 folder that does not exist every command says so and creates nothing (code-diff: exit 2).
@@ -106,7 +108,7 @@ int cmd_stat(cache::DiskCache& disk) {
   return 0;
 }
 
-// With `footprint`, each cubin's registers, shared and local memory and blocks per SM follow.
+// With `footprint`, each kernel's registers, shared and local memory (and a cubin's blocks per SM) follow.
 int cmd_ls(cache::DiskCache& disk, bool footprint) {
   for (const auto& info : disk.list()) {
     const auto checked = cache::DiskCache::check(info.path);
@@ -119,8 +121,7 @@ int cmd_ls(cache::DiskCache& disk, bool footprint) {
     std::string occupancy;
     if (footprint) {
       try {
-        const auto f = footprint_of(checked.entry.payload);
-        occupancy = f ? "  " + describe_footprint(d.spec, *f) : "  (AMD code object: no footprint)";
+        occupancy = "  " + describe_footprint(d.spec, jit::kernel_footprint(checked.entry.payload));
       } catch (const Error& e) {
         occupancy = std::string("  footprint unreadable: ") + e.what();
       }

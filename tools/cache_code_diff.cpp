@@ -3,27 +3,27 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <optional>
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/jit/elf_file.hpp"
+#include "arfuse/jit/kernel_spec.hpp"
 
 #include "cache_footprint.hpp"
 
 namespace arfuse::tools {
 namespace {
 
-// What code-diff compares of one entry: the sections that decide what the code does, and for a
-// cubin its registers, shared and local memory (which decide how many blocks share an SM).
+// What code-diff compares of one entry: the sections that decide what the code does, and its
+// registers, shared and local memory (which decide how many blocks share an SM).
 struct EntryCode {
   std::map<std::string, std::string> sections;
-  std::optional<jit::KernelFootprint> footprint;
+  jit::KernelFootprint footprint;
   bool operator==(const EntryCode& o) const { return sections == o.sections && footprint == o.footprint; }
 };
 
 EntryCode entry_code(const std::vector<std::uint8_t>& payload) {
-  return EntryCode{jit::elf_code_sections(payload), footprint_of(payload)};
+  return EntryCode{jit::elf_code_sections(payload), jit::kernel_footprint(payload)};
 }
 
 // The spec of each good entry, with its code; bad entries are counted, as verify does.
@@ -48,7 +48,7 @@ std::map<std::string, EntryCode> code_by_spec(cache::DiskCache& disk, int& unrea
 int cmd_code_diff(cache::DiskCache& mine, cache::DiskCache& other) {
   int unreadable = 0;
   const auto a = code_by_spec(mine, unreadable), b = code_by_spec(other, unreadable);
-  int same = 0, differ = 0, only_mine = 0, only_other = 0, footprints = 0, occupancy = 0;
+  int same = 0, differ = 0, only_mine = 0, only_other = 0, footprints = 0, occupancy = 0, unmodelled = 0;
   for (const auto& [spec, code] : a) {
     const auto it = b.find(spec);
     if (it == b.end()) {
@@ -58,11 +58,11 @@ int cmd_code_diff(cache::DiskCache& mine, cache::DiskCache& other) {
       ++same;
     } else {
       ++differ;
-      const bool both = code.footprint && it->second.footprint;
-      const std::string change = both ? footprint_change(spec, *code.footprint, *it->second.footprint) : "";
+      const std::string change = footprint_change(spec, code.footprint, it->second.footprint);
       if (!change.empty()) {
         ++footprints;
-        if (blocks_per_sm(spec, *code.footprint) != blocks_per_sm(spec, *it->second.footprint)) ++occupancy;
+        if (jit::KernelSpec::parse(spec).target.vendor() != jit::Vendor::nvidia) ++unmodelled;
+        if (blocks_per_sm(spec, code.footprint) != blocks_per_sm(spec, it->second.footprint)) ++occupancy;
       }
       std::printf("DIFFERS %s%s\n", spec.c_str(), change.c_str());
     }
@@ -73,8 +73,8 @@ int cmd_code_diff(cache::DiskCache& mine, cache::DiskCache& other) {
   std::printf("%d specs with the same code, %d differ, %d only in %s, %d only in %s, %d unreadable\n", same, differ,
               only_mine, mine.dir().c_str(), only_other, other.dir().c_str(), unreadable);
   if (footprints > 0) {
-    std::printf("of those that differ, %d have another footprint, %d of them other blocks per SM\n", footprints,
-                occupancy);
+    std::printf("of those that differ, %d have another footprint, %d of them other blocks per SM%s\n", footprints,
+                occupancy, unmodelled > 0 ? " (AMD kernels' occupancy is not estimated)" : "");
   }
   return differ + only_mine + only_other + unreadable == 0 ? 0 : 1;
 }

@@ -6,6 +6,8 @@
 #include <climits>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "arfuse/base/error.hpp"
 #include "arfuse/jit/elf_file.hpp"
 
@@ -98,6 +100,9 @@ int nvidia_threads_per_multiprocessor(int generation) {
 int nvidia_resident_blocks(const Target& target, int threads, const KernelFootprint& footprint,
                            int dynamic_shared_bytes) {
   constexpr int kWarp = 32, kRegistersPerMultiprocessor = 64 * 1024, kRegisterUnit = 256;
+  if (target.vendor() != Vendor::nvidia) {
+    throw Error(fmt::format("blocks per SM are modelled for NVIDIA targets only, not {}", target.name()));
+  }
   const NvidiaLimits limits = nvidia_limits(target.generation());
   const int warps = (threads + kWarp - 1) / kWarp;
   int blocks = std::min(limits.blocks, nvidia_threads_per_multiprocessor(target.generation()) / (warps * kWarp));
@@ -110,7 +115,47 @@ int nvidia_resident_blocks(const Target& target, int threads, const KernelFootpr
   return std::max(0, blocks);
 }
 
+KernelFootprint code_object_footprint(const std::vector<std::uint8_t>& code_object) {
+  constexpr std::uint32_t kAmdgpuMetadata = 32;  // NT_AMDGPU_METADATA
+  for (const auto& note : elf_notes(code_object)) {
+    if (note.name != "AMDGPU" || note.type != kAmdgpuMetadata) continue;
+    const auto metadata = nlohmann::json::from_msgpack(note.description, true, false);
+    if (metadata.is_discarded()) throw Error("malformed AMD code object: its metadata note is not MessagePack");
+    const auto kernels = metadata.find("amdhsa.kernels");
+    if (kernels == metadata.end() || !kernels->is_array() || kernels->size() != 1) {
+      throw Error("an AMD code object of one kernel lists one in amdhsa.kernels; this one does not");
+    }
+    const auto& k = kernels->at(0);
+    const auto count = [&](const char* key) {
+      const auto it = k.find(key);
+      if (it == k.end()) return 0;
+      if (!it->is_number_unsigned() || it->get<std::uint64_t>() > std::uint64_t(INT_MAX)) {
+        throw Error(fmt::format("malformed AMD code object: metadata {} is not a count", key));
+      }
+      return it->get<int>();
+    };
+    KernelFootprint f;
+    f.registers = count(".vgpr_count");
+    f.accumulation_registers = count(".agpr_count");
+    f.scalar_registers = count(".sgpr_count");
+    f.shared_bytes = count(".group_segment_fixed_size");
+    f.local_bytes = count(".private_segment_fixed_size");
+    if (f.registers == 0) throw Error("AMD code object: its metadata has no .vgpr_count");
+    return f;
+  }
+  throw Error("AMD code object without an AMDGPU metadata note");
+}
+
+KernelFootprint kernel_footprint(const std::vector<std::uint8_t>& payload) {
+  return elf_machine(payload) == kElfMachineAmdgpu ? code_object_footprint(payload) : cubin_footprint(payload);
+}
+
 std::string describe(const Target& target, int threads, const KernelFootprint& f) {
+  if (target.vendor() == Vendor::amd) {
+    const std::string scratch = f.local_bytes > 0 ? fmt::format(", {} B scratch", f.local_bytes) : "";
+    return fmt::format("{} VGPRs, {} AGPRs, {} SGPRs, {} B LDS{}", f.registers, f.accumulation_registers,
+                       f.scalar_registers, f.shared_bytes, scratch);
+  }
   const std::string local = f.local_bytes > 0 ? fmt::format(", {} B local", f.local_bytes) : "";
   return fmt::format("{} registers, {} B shared{}, {} blocks of {} threads per SM", f.registers, f.shared_bytes, local,
                      nvidia_resident_blocks(target, threads, f), threads);
