@@ -160,6 +160,13 @@ TEST_CASE("an AMD code object's footprint: its metadata's counts, which its kern
   CHECK((word(48) & 0x3f) == std::uint32_t((f.registers + granule - 1) / granule - 1));
   CHECK(describe(Target::parse(target), 384, f) ==
         fmt::format("{} VGPRs, 0 AGPRs, {} SGPRs, {} B LDS", f.registers, f.scalar_registers, f.shared_bytes));
+  // A metadata note without the VGPR count is an error, not a footprint of 0 registers.
+  std::vector<std::uint8_t> renamed = code.payload;
+  const std::string key = ".vgpr_count";
+  const auto at = std::search(renamed.begin(), renamed.end(), key.begin(), key.end());
+  REQUIRE(at != renamed.end());
+  at[6] = 'x';  // ".vgpr_xount"
+  CHECK_THROWS_WITH(code_object_footprint(renamed), Catch::Contains("no .vgpr_count"));
 }
 
 TEST_CASE("AMD code objects say their target, wavefront size and FP8 range", "[cpu][amdclang]") {
