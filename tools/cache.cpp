@@ -121,7 +121,8 @@ int cmd_ls(cache::DiskCache& disk, bool footprint) {
     std::string occupancy;
     if (footprint) {
       try {
-        occupancy = "  " + describe_footprint(d.spec, jit::kernel_footprint(checked.entry.payload));
+        occupancy =
+            "  " + describe_footprint(jit::KernelSpec::parse(d.spec), jit::kernel_footprint(checked.entry.payload));
       } catch (const Error& e) {
         occupancy = std::string("  footprint unreadable: ") + e.what();
       }

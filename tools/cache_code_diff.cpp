@@ -58,11 +58,12 @@ int cmd_code_diff(cache::DiskCache& mine, cache::DiskCache& other) {
       ++same;
     } else {
       ++differ;
-      const std::string change = footprint_change(spec, code.footprint, it->second.footprint);
+      const jit::KernelSpec parsed = jit::KernelSpec::parse(spec);
+      const std::string change = footprint_change(parsed, code.footprint, it->second.footprint);
       if (!change.empty()) {
         ++footprints;
-        if (jit::KernelSpec::parse(spec).target.vendor() != jit::Vendor::nvidia) ++unmodelled;
-        if (blocks_per_sm(spec, code.footprint) != blocks_per_sm(spec, it->second.footprint)) ++occupancy;
+        if (parsed.target.vendor() != jit::Vendor::nvidia) ++unmodelled;
+        if (blocks_per_sm(parsed, code.footprint) != blocks_per_sm(parsed, it->second.footprint)) ++occupancy;
       }
       std::printf("DIFFERS %s%s\n", spec.c_str(), change.c_str());
     }

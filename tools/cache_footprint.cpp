@@ -3,38 +3,29 @@
 #include <fmt/format.h>
 
 #include "arfuse/jit/block_shape.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
 
 namespace arfuse::tools {
 namespace {
 
-struct Launch {
-  jit::Target target;
-  int threads;
-};
-
-Launch launch_of(const std::string& spec_text) {
-  const jit::KernelSpec spec = jit::KernelSpec::parse(spec_text);
-  return {spec.target, jit::block_shape(spec.hidden, spec.target.warp_size()).threads};
+int block_threads(const jit::KernelSpec& spec) {
+  return jit::block_shape(spec.hidden, spec.target.warp_size()).threads;
 }
 
 }  // namespace
 
-std::string describe_footprint(const std::string& spec_text, const jit::KernelFootprint& footprint) {
-  const Launch l = launch_of(spec_text);
-  return jit::describe(l.target, l.threads, footprint);
+std::string describe_footprint(const jit::KernelSpec& spec, const jit::KernelFootprint& footprint) {
+  return jit::describe(spec.target, block_threads(spec), footprint);
 }
 
-int blocks_per_sm(const std::string& spec_text, const jit::KernelFootprint& footprint) {
-  const Launch l = launch_of(spec_text);
-  return l.target.vendor() == jit::Vendor::nvidia ? jit::nvidia_resident_blocks(l.target, l.threads, footprint) : 0;
+int blocks_per_sm(const jit::KernelSpec& spec, const jit::KernelFootprint& footprint) {
+  if (spec.target.vendor() != jit::Vendor::nvidia) return 0;
+  return jit::nvidia_resident_blocks(spec.target, block_threads(spec), footprint);
 }
 
-std::string footprint_change(const std::string& spec_text, const jit::KernelFootprint& before,
+std::string footprint_change(const jit::KernelSpec& spec, const jit::KernelFootprint& before,
                              const jit::KernelFootprint& after) {
   if (before == after) return "";
-  const Launch l = launch_of(spec_text);
-  const bool amd = l.target.vendor() == jit::Vendor::amd;
+  const bool amd = spec.target.vendor() == jit::Vendor::amd;
   std::string fields;
   const auto field = [&](const char* name, int x, int y, const char* unit) {
     if (x != y) fields += fmt::format("{}{} {} -> {}{}", fields.empty() ? "" : ", ", name, x, y, unit);
@@ -45,8 +36,8 @@ std::string footprint_change(const std::string& spec_text, const jit::KernelFoot
   field(amd ? "LDS" : "shared", before.shared_bytes, after.shared_bytes, " B");
   field(amd ? "scratch" : "local", before.local_bytes, after.local_bytes, " B");
   if (amd) return fmt::format(" ({})", fields);
-  return fmt::format(" ({}; {} -> {} blocks of {} threads per SM)", fields, blocks_per_sm(spec_text, before),
-                     blocks_per_sm(spec_text, after), l.threads);
+  return fmt::format(" ({}; {} -> {} blocks of {} threads per SM)", fields, blocks_per_sm(spec, before),
+                     blocks_per_sm(spec, after), block_threads(spec));
 }
 
 }  // namespace arfuse::tools

@@ -8,19 +8,20 @@
 #include <vector>
 
 #include "arfuse/jit/kernel_footprint.hpp"
+#include "arfuse/jit/kernel_spec.hpp"
 
 namespace arfuse::tools {
 
-// "38 registers, 16656 B shared, 3 blocks of 512 threads per SM" for the kernel of `spec_text`
+// "38 registers, 16656 B shared, 3 blocks of 512 threads per SM" for the kernel of `spec`
 // (AMD: its register and LDS counts).
-std::string describe_footprint(const std::string& spec_text, const jit::KernelFootprint& footprint);
+std::string describe_footprint(const jit::KernelSpec& spec, const jit::KernelFootprint& footprint);
 
-// The blocks per SM `footprint` allows the kernel of `spec_text`; 0 for an AMD target (not modelled).
-int blocks_per_sm(const std::string& spec_text, const jit::KernelFootprint& footprint);
+// The blocks per SM `footprint` allows the kernel of `spec`; 0 for an AMD target (not modelled).
+int blocks_per_sm(const jit::KernelSpec& spec, const jit::KernelFootprint& footprint);
 
 // " (registers 38 -> 32; 3 -> 4 blocks of 512 threads per SM)": the fields that differ and, for
 // NVIDIA, the blocks per SM on each side; " (VGPRs 36 -> 40)" for AMD; empty when nothing differs.
-std::string footprint_change(const std::string& spec_text, const jit::KernelFootprint& before,
+std::string footprint_change(const jit::KernelSpec& spec, const jit::KernelFootprint& before,
                              const jit::KernelFootprint& after);
 
 }  // namespace arfuse::tools
