@@ -60,6 +60,18 @@ std::string kernel_body(const std::string& assembly, const std::string& symbol) 
   return assembly.substr(begin, end - begin);
 }
 
+// Where the kernel's descriptor (64 bytes at its ".kd" symbol) lies in the code object's file.
+std::uint64_t descriptor_offset(const CompiledCode& code) {
+  const auto sections = elf_sections(code.payload);
+  const auto symbols = elf_symbols(code.payload);
+  const auto kd = std::find_if(symbols.begin(), symbols.end(),
+                               [&](const ElfSymbol& s) { return s.name == code.lowered_name + ".kd"; });
+  REQUIRE(kd != symbols.end());
+  REQUIRE(kd->section < sections.size());
+  const ElfSection& rodata = sections[kd->section];
+  return rodata.offset + (kd->value - rodata.address);
+}
+
 }  // namespace
 
 TEST_CASE("the clang back end builds every module for the AMD targets", "[cpu][amdclang]") {
@@ -102,14 +114,8 @@ TEST_CASE("a code object's code sections: its instructions and register counts c
           "[cpu][amdclang]") {
   if (!clang_available()) return;
   const CompiledCode code = compile("rmsnorm_quant/h2048/bf16/mxfp4/rms/gfx942");
+  const std::uint64_t descriptor = descriptor_offset(code);
   const auto sections = elf_sections(code.payload);
-  const auto symbols = elf_symbols(code.payload);
-  const auto kd = std::find_if(symbols.begin(), symbols.end(),
-                               [&](const ElfSymbol& s) { return s.name == code.lowered_name + ".kd"; });
-  REQUIRE(kd != symbols.end());
-  REQUIRE(kd->section < sections.size());
-  const ElfSection& rodata = sections[kd->section];
-  const std::uint64_t descriptor = rodata.offset + (kd->value - rodata.address);
   const auto text =
       std::find_if(sections.begin(), sections.end(), [](const ElfSection& s) { return s.name == ".text"; });
   REQUIRE(text != sections.end());
@@ -142,16 +148,11 @@ TEST_CASE("an AMD code object's footprint: its metadata's counts, which its kern
   // The descriptor (64 bytes at the .kd symbol): LDS and scratch bytes, and compute_pgm_rsrc1's
   // granulated VGPR count: blocks of 8 on gfx942 (wave64, VGPRs and AGPRs together; LLVM's
   // AMDGPUUsage); clang 22 encodes gfx1250's in blocks of 16 (2 for 44 VGPRs).
-  const auto sections = elf_sections(code.payload);
-  const auto symbols = elf_symbols(code.payload);
-  const auto kd = std::find_if(symbols.begin(), symbols.end(),
-                               [&](const ElfSymbol& s) { return s.name == code.lowered_name + ".kd"; });
-  REQUIRE(kd != symbols.end());
-  REQUIRE(kd->section < sections.size());
-  const ElfSection& rodata = sections[kd->section];
+  const std::uint64_t descriptor = descriptor_offset(code);
+  REQUIRE(descriptor + 64 <= code.payload.size());
   const auto word = [&](std::uint64_t at) {
     std::uint32_t v;
-    std::memcpy(&v, rodata.bytes.data() + (kd->value - rodata.address) + at, 4);
+    std::memcpy(&v, code.payload.data() + descriptor + at, 4);
     return v;
   };
   CHECK(word(0) == std::uint32_t(f.shared_bytes));
