@@ -49,7 +49,7 @@ std::string cache_stat(const std::string& given) {
   std::uint64_t bytes = 0, temporary_bytes = 0;
   for (const auto& info : disk.list()) {
     ++entries, bytes += info.bytes;
-    bad += cache::DiskCache::check(info.path).ok() ? 0 : 1;
+    bad += disk.check(info.file_name).ok() ? 0 : 1;
   }
   const auto temporaries = disk.temporaries();
   for (const auto& t : temporaries) temporary_bytes += t.bytes, stale += cache::DiskCache::is_stale(t);
@@ -72,7 +72,7 @@ std::string cache_verify(const std::string& given) {
   cache::DiskCache disk(dir);
   nlohmann::json files = nlohmann::json::array();
   for (const auto& info : disk.list()) {
-    const auto checked = cache::DiskCache::check(info.path);
+    const auto checked = disk.check(info.file_name);
     files.push_back({{"file", info.file_name},
                      {"ok", checked.ok()},
                      {"problem", checked.problem},
@@ -101,7 +101,11 @@ std::string modes() {
 std::string settings_table() {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& v : settings::all()) {
-    rows.push_back({{"name", v.name}, {"type", v.type}, {"default", v.default_value}, {"meaning", v.meaning}});
+    rows.push_back({{"name", v.name},
+                    {"type", v.type},
+                    {"default", v.default_value},
+                    {"meaning", v.meaning},
+                    {"accepts", v.words != nullptr ? v.words : ""}});
   }
   return rows.dump();
 }

@@ -3,7 +3,9 @@
 # clang with the AMDGPU back end in .deps/ for the AMD targets Debian's hiprtc 5.2 does not know.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-packages=(cmake g++ make libfmt-dev nlohmann-json3-dev catch2 libamdhip64-dev python3-pip python3-venv clang-format)
+# clang and libclang-rt-14-dev: libFuzzer for scripts/fuzz.sh.
+packages=(cmake g++ make libfmt-dev nlohmann-json3-dev catch2 libamdhip64-dev python3-pip python3-venv clang-format clang
+          libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The [cpu] tests under AddressSanitizer and UBSan (build-asan/): memory errors, leaks and
 # undefined behaviour fail the run. The tools the tests start (arfuse-warmup, arfuse-cache) are
-# sanitized too.
+# sanitized too. Then the fuzz targets (scripts/fuzz.sh: the entry reader and the compiled-kernel
+# readers under libFuzzer, a fixed number of inputs each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${ASAN_BUILD_DIR:-build-asan}
@@ -37,4 +38,7 @@ echo "sanitized [cpu] test cases (ASan + UBSan): ${passed:-0} passed, ${failed:-
 if [ "$status" != 0 ] && [ "${failed:-1}" = 0 ]; then
   echo "the tests passed, but a sanitizer failed the run (exit status $status): see $log"
 fi
-exit "$status"
+fuzz_status=0
+./scripts/fuzz.sh || fuzz_status=$?
+[ "$status" != 0 ] && exit "$status"
+exit "$fuzz_status"

@@ -2,9 +2,11 @@
 // the first mismatch, and a device available check for [gpu] tests.
 #pragma once
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -89,6 +91,27 @@ class MadeFolders {
   pid_t owner_ = getpid();
   std::vector<std::string> paths_;
 };
+
+struct CommandResult {
+  int status = -1;
+  std::string output;
+};
+
+// Runs a shell command line, stdout and stderr together.
+inline CommandResult run(const std::string& command) {
+  CommandResult r;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;) r.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// The tools the tests run, from this build.
+inline const std::string kWarmupTool = std::string(ARFUSE_BINARY_DIR) + "/tools/arfuse-warmup";
+inline const std::string kCacheTool = std::string(ARFUSE_BINARY_DIR) + "/tools/arfuse-cache";
 
 // A new empty folder under /tmp named after `prefix`, removed when the test process exits.
 inline std::string fresh_dir(const std::string& prefix = "arfuse-test") {

@@ -233,7 +233,7 @@ TEST_CASE("hiprtc builds the targets it knows, clang the rest; a bad ARFUSE_AMD_
   const char* saved = std::getenv("ARFUSE_AMD_CLANG");
   const std::string restore = saved != nullptr ? saved : "";
   setenv("ARFUSE_AMD_CLANG", "/nonexistent/clang", 1);
-  REQUIRE_THROWS_WITH(amd_clang_compiler(), Contains("ARFUSE_AMD_CLANG=/nonexistent/clang is not an executable"));
+  REQUIRE_THROWS_WITH(amd_clang_compiler(), Contains("ARFUSE_AMD_CLANG='/nonexistent/clang' is not an executable"));
   setenv("ARFUSE_AMD_CLANG", "/bin/true", 1);
   REQUIRE_THROWS_WITH(amd_clang_compiler(), Contains("knows no AMD target"));
   REQUIRE_THROWS_AS(compiler_for(Target::parse("gfx1999")), UnsupportedTarget);

@@ -175,7 +175,7 @@ TEST_CASE("four processes warming one empty folder at once all succeed, nothing 
   DiskCache disk(dir);
   CHECK(disk.list().size() == specs.size());
   for (const auto& e : disk.list()) {
-    const auto checked = DiskCache::check(e.path);
+    const auto checked = disk.check(e.file_name);
     CHECK(checked.ok());
   }
   CHECK(count_temporaries(dir) == 0);
@@ -203,9 +203,9 @@ TEST_CASE("a read-only or full disk: keep working from memory", "[cpu][cache][nv
   std::string reason;
   SECTION("read-only") {
     reason = std::strerror(EROFS);
-    system_calls().open = [](const char* path, int flags, mode_t mode) -> int {
+    system_calls().openat = [](int dir, const char* path, int flags, mode_t mode) -> int {
       if (flags & O_CREAT) return errno = EROFS, -1;
-      return real_system_calls().open(path, flags, mode);
+      return real_system_calls().openat(dir, path, flags, mode);
     };
   }
   SECTION("disk full") {
@@ -214,7 +214,7 @@ TEST_CASE("a read-only or full disk: keep working from memory", "[cpu][cache][nv
   }
   SECTION("rename fails") {
     reason = std::strerror(EIO);
-    system_calls().rename = [](const char*, const char*) -> int { return errno = EIO, -1; };
+    system_calls().renameat = [](int, const char*, int, const char*) -> int { return errno = EIO, -1; };
   }
   KernelCache c(options_for(dir));
   CHECK(c.get(spec("token_quant/h2048/bf16/sm_90")).origin == CodeOrigin::compiled);

@@ -26,25 +26,10 @@ using Catch::Contains;
 
 namespace {
 
-struct CommandResult {
-  int status = -1;
-  std::string output;
-};
+using test::run;
 
-// Runs a shell command line, stdout and stderr together.
-CommandResult run(const std::string& command) {
-  CommandResult r;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;) r.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-const std::string kWarmup = std::string(ARFUSE_BINARY_DIR) + "/tools/arfuse-warmup";
-const std::string kCacheTool = std::string(ARFUSE_BINARY_DIR) + "/tools/arfuse-cache";
+const std::string& kWarmup = test::kWarmupTool;
+using test::kCacheTool;
 
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -140,7 +125,7 @@ TEST_CASE("hostile files named like an entry are refused by name, removed by the
   const auto good = read_file(path);
   plant(kind, path);
 
-  const auto checked = DiskCache::check(path);
+  const auto checked = DiskCache(dir).check(path.substr(dir.size() + 1));
   CHECK(checked.outcome == ReadOutcome::bad);
   CHECK_THAT(checked.problem, Contains(expected_problem(kind)));
 
@@ -297,6 +282,36 @@ TEST_CASE("warmup exits 0 only when every spec is stored, 1 saying why when not,
     CHECK_THAT(r.output, Contains("FAILED target " + refused + " (" + std::to_string(specs) + " specs not attempted)"));
     CHECK(std::count(r.output.begin(), r.output.end(), '\n') < 12);  // not one line per spec
   }
+}
+
+TEST_CASE("every ARFUSE_ variable is checked before a tool starts: spaces, signs and unknown words are exit 2",
+          "[cpu][hostile]") {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"ARFUSE_CACHE_MAX_BYTES=' -1'", "ARFUSE_CACHE_MAX_BYTES=' -1' starts or ends with a space"},
+      {"ARFUSE_CACHE_MAX_BYTES=-1", "ARFUSE_CACHE_MAX_BYTES='-1' is not a byte count"},
+      {"ARFUSE_CACHE_MAX_BYTES=+5", "ARFUSE_CACHE_MAX_BYTES='+5' is not a byte count"},
+      {"ARFUSE_CACHE_MAX_BYTES=18446744073709551616", "larger than 2^64 - 1"},
+      {"ARFUSE_COMPILE=maybe", "ARFUSE_COMPILE='maybe' is neither on nor off"},
+      {"ARFUSE_COMPILE='on '", "ARFUSE_COMPILE='on ' starts or ends with a space"},
+      {"ARFUSE_TEMPLATE_DIR=/nonexistent", "ARFUSE_TEMPLATE_DIR='/nonexistent' cannot be used"},
+      {"ARFUSE_TEMPLATE_DIR=/etc/hostname", "is not a folder"},
+      {"ARFUSE_TUNING=/nonexistent", "ARFUSE_TUNING='/nonexistent' cannot be used"},
+      {"ARFUSE_LOG=garbage", "ARFUSE_LOG='garbage' is not one of warn, debug"},
+      {"ARFUSE_DEVICE_BACKEND=gpu", "ARFUSE_DEVICE_BACKEND='gpu' is not one of auto, cuda, hip"},
+      {"ARFUSE_AMD_CLANG=/nonexistent/clang", "ARFUSE_AMD_CLANG='/nonexistent/clang' is not an executable file"},
+  };
+  for (const auto& [setting, message] : cases) {
+    for (const std::string& tool : {kWarmup + " --dry-run --target sm_90", kCacheTool + " stat"}) {
+      CAPTURE(setting, tool);
+      const auto r = run(setting + " " + tool);
+      CHECK(r.status == 2);
+      CHECK_THAT(r.output, Contains("configuration error: ") && Contains(message));
+    }
+  }
+  // What is allowed still works, and an unset variable is its default.
+  const auto ok =
+      run("ARFUSE_LOG=warn ARFUSE_COMPILE=on ARFUSE_CACHE_MAX_BYTES=0 " + kWarmup + " --dry-run --target sm_90");
+  CHECK(ok.status == 0);
 }
 
 TEST_CASE("stat, ls and verify agree on swapped entries (each a good entry under the other's name)",

@@ -1,6 +1,8 @@
 // [cpu] The entry parser under random and structured mutation: it never crashes, never
 // allocates what a header merely claims, and accepts only the unchanged entry.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -137,7 +139,10 @@ TEST_CASE("entry parser fuzz: 12,000 random and boundary mutations in memory, 1,
           .write(reinterpret_cast<const char*>(m.data()), std::streamsize(m.size()));
       CacheEntry e;
       std::string problem;
-      const ReadOutcome outcome = read_entry_file(path, e, problem);
+      const int folder = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      REQUIRE(folder >= 0);
+      const ReadOutcome outcome = read_entry_at(folder, "entry", e, problem);
+      ::close(folder);
       INFO("problem: " << problem);
       REQUIRE((outcome == ReadOutcome::ok) == (m == good));
       ++on_disk;

@@ -99,9 +99,9 @@ TEST_CASE("tuning tables parse, validate and drive the stage choice", "[cpu][gro
         std::string(R"({"version": 1, "targets": {"sm_90": {")") + world + R"(": {"two_stage_min_bytes": 1}}}})";
     REQUIRE_THROWS_WITH(jit::TuningTable::parse(table, "t"), Contains("a world size must be a number from 2 to 8"));
   }
-  setenv("ARFUSE_TUNING", "/nonexistent/tuning.json", 1);
-  REQUIRE_THROWS_WITH(jit::TuningTable::from_environment(), Contains("ARFUSE_TUNING=/nonexistent/tuning.json"));
-  unsetenv("ARFUSE_TUNING");
+  test::ScopedEnv missing("ARFUSE_TUNING", "/nonexistent/tuning.json");
+  REQUIRE_THROWS_AS(jit::TuningTable::from_environment(), ConfigError);
+  REQUIRE_THROWS_WITH(jit::TuningTable::from_environment(), Contains("ARFUSE_TUNING='/nonexistent/tuning.json'"));
 }
 
 TEST_CASE("a group with bad options is refused before touching a device", "[cpu][group]") {

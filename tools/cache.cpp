@@ -6,9 +6,11 @@
 #include <ctime>
 #include <map>
 #include <memory>
+#include <new>
 
 #include <nlohmann/json.hpp>
 
+#include "arfuse/base/bounded_json.hpp"
 #include "arfuse/base/error.hpp"
 #include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
@@ -54,7 +56,9 @@ struct Described {
 Described describe(const cache::CacheEntry& e) {
   Described d;
   try {
-    auto meta = nlohmann::json::parse(e.metadata);
+    nlohmann::json meta;
+    std::string why;
+    if (!parse_json(e.metadata, meta, why)) return d;
     d.spec = meta.value("spec", "?");
     d.compiler = meta.value("compiler", "?");
     auto spec = jit::KernelSpec::parse(d.spec);
@@ -83,7 +87,7 @@ int cmd_stat(cache::DiskCache& disk) {
   unsigned long long bytes = 0;
   for (const auto& info : disk.list()) {
     ++entries, bytes += info.bytes;
-    const auto checked = cache::DiskCache::check(info.path);
+    const auto checked = disk.check(info.file_name);
     if (!checked.ok()) {
       ++bad;
       continue;
@@ -111,7 +115,7 @@ int cmd_stat(cache::DiskCache& disk) {
 // With `footprint`, each kernel's registers, shared and local memory (and a cubin's blocks per SM) follow.
 int cmd_ls(cache::DiskCache& disk, bool footprint) {
   for (const auto& info : disk.list()) {
-    const auto checked = cache::DiskCache::check(info.path);
+    const auto checked = disk.check(info.file_name);
     if (!checked.ok()) {
       std::printf("%-56s %-8s %10llu  %s  BAD: %s\n", info.file_name.c_str(), "?", (unsigned long long)info.bytes,
                   when(info.last_use_ns).c_str(), checked.problem.c_str());
@@ -123,7 +127,9 @@ int cmd_ls(cache::DiskCache& disk, bool footprint) {
       try {
         occupancy =
             "  " + describe_footprint(jit::KernelSpec::parse(d.spec), jit::kernel_footprint(checked.entry.payload));
-      } catch (const Error& e) {
+      } catch (const std::bad_alloc&) {
+        occupancy = "  footprint unreadable: reading it would take more memory than this process has";
+      } catch (const std::exception& e) {  // one entry's report, never the end of the listing
         occupancy = std::string("  footprint unreadable: ") + e.what();
       }
     }
@@ -137,7 +143,7 @@ int cmd_ls(cache::DiskCache& disk, bool footprint) {
 int cmd_verify(cache::DiskCache& disk, bool fix) {
   int good = 0, bad = 0, left = 0;
   for (const auto& info : disk.list()) {
-    const auto checked = cache::DiskCache::check(info.path);
+    const auto checked = disk.check(info.file_name);
     if (checked.ok()) {
       ++good;
       continue;
@@ -145,7 +151,7 @@ int cmd_verify(cache::DiskCache& disk, bool fix) {
     ++bad;
     std::string outcome, why;
     if (fix) {
-      const bool removed = cache::remove_path(info.path, why);
+      const bool removed = disk.remove(info.file_name, why);
       left += removed ? 0 : 1;
       outcome = removed ? " (removed)" : " (LEFT: " + why + ")";
     }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <new>
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
@@ -30,12 +31,15 @@ EntryCode entry_code(const std::vector<std::uint8_t>& payload) {
 std::map<std::string, EntryCode> code_by_spec(cache::DiskCache& disk, int& unreadable) {
   std::map<std::string, EntryCode> out;
   for (const auto& info : disk.list()) {
-    const auto checked = cache::DiskCache::check(info.path);
+    const auto checked = disk.check(info.file_name);
     const std::string spec = checked.ok() ? cache::spec_of(checked.entry) : "";
     try {
       if (spec.empty()) throw Error(checked.ok() ? "no spec in its metadata" : checked.problem);
       out[spec] = entry_code(checked.entry.payload);
-    } catch (const Error& e) {
+    } catch (const std::bad_alloc&) {
+      ++unreadable;
+      std::printf("UNREADABLE %s: reading it would take more memory than this process has\n", info.path.c_str());
+    } catch (const std::exception& e) {  // one entry's report, never the end of the run
       ++unreadable;
       std::printf("UNREADABLE %s: %s\n", info.path.c_str(), e.what());
     }

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "arfuse/base/error.hpp"
+#include "arfuse/base/settings.hpp"
 
 namespace arfuse::tools {
 
@@ -115,6 +116,7 @@ int run_tool(const char* name, const char* usage, int (*body)(int, char**), int 
     }
   }
   try {
+    settings::check_all();  // a bad ARFUSE_* value is refused before any work, as a usage error is
     return body(argc, argv);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s: %s\n(see %s --help)\n", name, e.what(), name);

@@ -34,8 +34,8 @@ class CommandLine {
   std::vector<std::string> positional_;
 };
 
-// Runs `body`, printing usage and configuration errors (exit 2) and other errors (exit 1) to
-// stderr.
+// Checks every ARFUSE_* variable, then runs `body`, printing usage and configuration errors
+// (exit 2) and other errors (exit 1) to stderr.
 int run_tool(const char* name, const char* usage, int (*body)(int, char**), int argc, char** argv);
 
 // A whole number from min to max in decimal digits only (no sign, space or suffix).

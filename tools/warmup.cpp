@@ -14,12 +14,14 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "arfuse/base/bounded_json.hpp"
 #include "arfuse/base/error.hpp"
 #include "arfuse/base/log.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
@@ -87,12 +89,11 @@ std::vector<jit::KernelSpec> select_specs(const CommandLine& cl) {
     }
     std::ifstream in(cl.value("config"));
     if (!in) throw UsageError(fmt::format("cannot read config file {}", cl.value("config")));
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
     nlohmann::json config;
-    try {
-      config = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw UsageError(fmt::format("config {} is not valid JSON: {}", cl.value("config"), e.what()));
-    }
+    std::string why;
+    if (!parse_json(text, config, why))
+      throw UsageError(fmt::format("config {} is not valid JSON: {}", cl.value("config"), why));
     if (targets.empty() && !config.contains("targets")) targets = local_targets();
     if (targets.empty() && !config.contains("targets")) {
       throw UsageError(
@@ -119,6 +120,8 @@ std::vector<jit::KernelSpec> select_specs(const CommandLine& cl) {
 // Which targets of the set the compilers refuse outright (not installed, or an ISA they do not
 // know): target name -> why. Asked in a child process: a compiler library may start threads
 // when it loads, and this process forks the workers afterwards.
+constexpr int kProbeConfigError = 2;  // the probe's exit code for a bad setting, passed on as the tool's
+
 std::map<std::string, std::string> refused_targets(const std::vector<jit::KernelSpec>& specs) {
   std::map<std::string, jit::Target> targets;
   for (const auto& s : specs) targets.emplace(s.target.name(), s.target);
@@ -132,17 +135,22 @@ std::map<std::string, std::string> refused_targets(const std::vector<jit::Kernel
     cache::CacheOptions options;
     options.use_disk = false;
     cache::KernelCache cache(options);
+    int code = 0;
     for (const auto& [name, target] : targets) {
       if (!cache.compile_allowed()) break;  // served from disk only: nothing to refuse up front
       try {
         jit::require_target(*cache.compiler(target), target);
+      } catch (const ConfigError& e) {  // a setting, not the target: the parent exits 2 with it
+        out = nlohmann::json{{"configuration error", e.what()}};
+        code = kProbeConfigError;
+        break;
       } catch (const Error& e) {
         out[name] = e.what();
       }
     }
     const std::string text = out.dump();
     if (write(fds[1], text.data(), text.size()) != ssize_t(text.size())) _exit(1);
-    _exit(0);
+    _exit(code);
   }
   ::close(fds[1]);
   std::string text;
@@ -155,6 +163,13 @@ std::map<std::string, std::string> refused_targets(const std::vector<jit::Kernel
   ::close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kProbeConfigError) {
+    nlohmann::json said;
+    std::string why;
+    throw ConfigError(parse_json(text, said, why) && said.contains("configuration error")
+                          ? said["configuration error"].get<std::string>()
+                          : "the compiler probe process refused a setting");
+  }
   std::map<std::string, std::string> refused;
   try {
     const auto parsed = nlohmann::json::parse(text);

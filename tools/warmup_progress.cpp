@@ -78,10 +78,11 @@ void Progress::check_stored(const std::string& dir, std::uint64_t max_bytes) {
   checked_storage_ = true;
   stored_ = 0;
   std::map<std::string, int> reasons;
+  const cache::DiskCache disk(dir, max_bytes);
   for (auto& r : results_) {
     if (r.is_null() || r.value("status", "") == "failed") continue;
     const std::string file = r.value("file", "");
-    const bool on_disk = !file.empty() && cache::DiskCache::check(dir + "/" + file).ok();
+    const bool on_disk = !file.empty() && disk.check(file).ok();
     r["stored"] = on_disk;
     if (on_disk) {
       ++stored_;

@@ -9,12 +9,12 @@
 namespace arfuse {
 namespace {
 
-int open_file(const char* path, int flags, mode_t mode) { return ::open(path, flags, mode); }
+int open_file_at(int dir, const char* path, int flags, mode_t mode) { return ::openat(dir, path, flags, mode); }
 
 }  // namespace
 
 const SystemCalls& real_system_calls() {
-  static const SystemCalls calls{open_file, ::write, ::fsync, ::rename, ::dlopen, ::dlsym};
+  static const SystemCalls calls{open_file_at, ::write, ::fsync, ::renameat, ::bind, ::dlopen, ::dlsym};
   return calls;
 }
 

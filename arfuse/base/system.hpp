@@ -1,11 +1,12 @@
-// The seam around the system calls whose failures the tests provoke: writing a cache entry
-// (open, write, fsync, rename) and loading a library (dlopen, dlsym) go through
-// system_calls(), so a test can make one fail on purpose (disk full, rename refused, a library
-// or symbol missing) without touching the machine. Reading, listing and removing cache files
-// (cache/entry_file.cpp, cache/disk_cache.cpp) and reading a library's version
-// (jit/library_version.cpp) call POSIX directly: their failures are provoked with real files.
+// The seam around the system calls whose failures or timing the tests provoke: writing a cache
+// entry (openat, write, fsync, renameat), binding the rendezvous socket (bind) and loading a
+// library (dlopen, dlsym) go through system_calls(), so a test can make one fail on purpose (disk
+// full, rename refused, a library or symbol missing) or act just before it (swap a folder) without
+// touching the machine. Reading, listing and removing cache files and reading a library's
+// version call POSIX directly: their failures are provoked with real files.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -13,10 +14,11 @@
 namespace arfuse {
 
 struct SystemCalls {
-  int (*open)(const char* path, int flags, mode_t mode);
+  int (*openat)(int dir, const char* path, int flags, mode_t mode);
   ssize_t (*write)(int fd, const void* data, size_t size);
   int (*fsync)(int fd);
-  int (*rename)(const char* from, const char* to);
+  int (*renameat)(int from_dir, const char* from, int to_dir, const char* to);
+  int (*bind)(int fd, const sockaddr* address, socklen_t size);
   void* (*dlopen)(const char* file, int flags);
   void* (*dlsym)(void* handle, const char* name);
 };

@@ -14,9 +14,9 @@
 
 #include "arfuse/base/error.hpp"
 #include "arfuse/base/log.hpp"
-#include "arfuse/base/private_folder.hpp"
 #include "arfuse/base/settings.hpp"
 #include "arfuse/base/system.hpp"
+#include "arfuse/base/trusted_folder.hpp"
 
 namespace arfuse::cache {
 namespace {
@@ -52,7 +52,8 @@ std::string default_cache_dir() {
   if (auto d = settings::text("ARFUSE_CACHE_DIR")) return *d;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && x[0] != '\0') return std::string(x) + "/arfuse";
   const char* home = std::getenv("HOME");
-  return std::string(home != nullptr && home[0] != '\0' ? home : "/tmp") + "/.cache/arfuse";
+  if (home != nullptr && home[0] != '\0') return std::string(home) + "/.cache/arfuse";
+  return fmt::format("/tmp/arfuse-{}", ::geteuid());
 }
 
 std::uint64_t default_max_bytes() { return settings::byte_count("ARFUSE_CACHE_MAX_BYTES").value_or(kDefaultMaxBytes); }
@@ -63,21 +64,28 @@ bool cache_folder_missing(const std::string& dir) {
 }
 
 bool usable_cache_folder(const std::string& dir, std::string& why) {
-  return create_private_folders(dir, why) && is_private_folder(dir, why);
+  TrustedFolder folder;
+  return open_trusted_folder(dir, true, folder, why);
 }
 
 DiskCache::DiskCache(std::string dir, std::uint64_t max_bytes) : dir_(std::move(dir)), max_bytes_(max_bytes) {
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
   std::string why;
-  if (!usable_cache_folder(dir_, why)) {
+  TrustedFolder folder;
+  if (!open_trusted_folder(dir_, true, folder, why)) {
     problem_ = why;
     warn_once("cache-untrusted:" + dir_,
               fmt::format("kernel cache {} is not used ({}); compiling in memory only", dir_, why));
     return;
   }
+  dir_fd_ = folder.fd.release();
   readable_ = true;
-  writable_ = ::access(dir_.c_str(), W_OK) == 0;
+  writable_ = ::faccessat(dir_fd_, ".", W_OK, AT_EACCESS) == 0;
   if (!writable_) disable_writes(fmt::format("the folder is not writable: {}", std::strerror(errno)), dir_);
+}
+
+DiskCache::~DiskCache() {
+  if (dir_fd_ >= 0) ::close(dir_fd_);
 }
 
 void DiskCache::disable_writes(const std::string& why, const std::string& path) {
@@ -96,45 +104,58 @@ bool DiskCache::name_matches_key(const std::string& file_name, const Digest& ful
   return dash != std::string::npos && file_name.compare(dash + 1, 32, hex32(full)) == 0;
 }
 
-CheckedEntry DiskCache::check(const std::string& path) {
+CheckedEntry DiskCache::check(const std::string& file_name) const {
   CheckedEntry c;
-  c.outcome = read_entry_file(path, c.entry, c.problem);
-  const std::string name = path.substr(path.rfind('/') + 1);
-  if (c.ok() && !name_matches_key(name, c.entry.key)) {
+  if (dir_fd_ < 0) {
+    c.outcome = ReadOutcome::bad;
+    c.problem = "the cache folder is not used: " + problem_;
+    return c;
+  }
+  c.outcome = read_entry_at(dir_fd_, file_name, c.entry, c.problem);
+  if (c.ok() && !name_matches_key(file_name, c.entry.key)) {
     c.outcome = ReadOutcome::bad;
     c.problem = "key in the header does not match the file name";
   }
   return c;
 }
 
-void DiskCache::remove_bad(const std::string& path, const std::string& problem) {
+bool DiskCache::remove(const std::string& file_name, std::string& why) {
+  if (dir_fd_ < 0) {
+    why = "the cache folder is not used: " + problem_;
+    return false;
+  }
+  return remove_at(dir_fd_, file_name, why);
+}
+
+void DiskCache::remove_bad(const std::string& file_name, const std::string& problem) {
   ++rejected_;
   std::string why;
-  if (remove_path(path, why)) {
+  const std::string path = dir_ + "/" + file_name;
+  if (remove(file_name, why)) {
     warn(fmt::format("removed bad cache entry {}: {}", path, problem));
   } else {
     warn(fmt::format("bad cache entry {} ({}) could not be removed: {}", path, problem, why));
   }
 }
 
-std::optional<CacheEntry> DiskCache::load_verified(const std::string& path, const Digest* expected_key) {
-  CheckedEntry c = check(path);
+std::optional<CacheEntry> DiskCache::load_verified(const std::string& file_name, const Digest* expected_key) {
+  CheckedEntry c = check(file_name);
   if (c.outcome == ReadOutcome::missing) return std::nullopt;
   if (c.ok() && expected_key != nullptr && c.entry.key != *expected_key) {
     c.outcome = ReadOutcome::bad;
     c.problem = "key in the header does not match the file name";
   }
   if (!c.ok()) {
-    remove_bad(path, c.problem);
+    remove_bad(file_name, c.problem);
     return std::nullopt;
   }
-  ::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // a hit refreshes the LRU time
+  ::utimensat(dir_fd_, file_name.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // a hit refreshes the LRU time
   return std::move(c.entry);
 }
 
 std::optional<CacheEntry> DiskCache::get(const Digest& source, const Digest& full) {
   if (!readable_) return std::nullopt;
-  auto e = load_verified(dir_ + "/" + entry_name(source, full), &full);
+  auto e = load_verified(entry_name(source, full), &full);
   ++(e ? hits_ : misses_);
   return e;
 }
@@ -149,7 +170,7 @@ std::optional<CacheEntry> DiskCache::get_any(const Digest& source) {
   std::sort(candidates.begin(), candidates.end(),
             [](const EntryInfo& a, const EntryInfo& b) { return a.last_use_ns > b.last_use_ns; });
   for (const auto& c : candidates) {
-    if (auto e = load_verified(c.path, nullptr)) {
+    if (auto e = load_verified(c.file_name, nullptr)) {
       ++hits_;
       return e;
     }
@@ -160,34 +181,35 @@ std::optional<CacheEntry> DiskCache::get_any(const Digest& source) {
 
 // rename() replaces a file, link or FIFO of the entry's name, but not a folder: a folder there
 // is a bad entry, removed, and the rename tried once more.
-bool DiskCache::publish(const std::string& temp_path, const std::string& final_path, int& error) {
-  if (system_calls().rename(temp_path.c_str(), final_path.c_str()) == 0) return true;
+bool DiskCache::publish(const std::string& temp_name, const std::string& final_name, int& error) {
+  if (system_calls().renameat(dir_fd_, temp_name.c_str(), dir_fd_, final_name.c_str()) == 0) return true;
   error = errno;
   if (error != EISDIR && error != ENOTEMPTY && error != EEXIST) return false;
-  remove_bad(final_path, "a folder, not a file");
-  if (system_calls().rename(temp_path.c_str(), final_path.c_str()) == 0) return true;
+  remove_bad(final_name, "a folder, not a file");
+  if (system_calls().renameat(dir_fd_, temp_name.c_str(), dir_fd_, final_name.c_str()) == 0) return true;
   error = errno;
   return false;
 }
 
 bool DiskCache::put(const Digest& source, const CacheEntry& entry) {
   if (!writable_) return false;
-  const std::string final_path = dir_ + "/" + entry_name(source, entry.key);
-  const std::string temp_path = dir_ + "/" + kTemporaryPrefix + entry_name(source, entry.key) + "." + unique_suffix();
+  const std::string final_name = entry_name(source, entry.key);
+  const std::string temp_name = kTemporaryPrefix + final_name + "." + unique_suffix();
   const auto bytes = serialize(entry);
-  int fd = system_calls().open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  int fd =
+      system_calls().openat(dir_fd_, temp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
-    disable_writes(fmt::format("cannot create a file: {}", std::strerror(errno)), temp_path);
+    disable_writes(fmt::format("cannot create a file: {}", std::strerror(errno)), dir_ + "/" + temp_name);
     return false;
   }
   bool ok = write_all(fd, bytes);
   int saved = errno;
   if (ok && system_calls().fsync(fd) != 0) ok = false, saved = errno;
   ::close(fd);
-  if (ok && !publish(temp_path, final_path, saved)) ok = false;
+  if (ok && !publish(temp_name, final_name, saved)) ok = false;
   if (!ok) {
-    ::unlink(temp_path.c_str());
-    disable_writes(fmt::format("cannot write an entry: {}", std::strerror(saved)), final_path);
+    ::unlinkat(dir_fd_, temp_name.c_str(), 0);
+    disable_writes(fmt::format("cannot write an entry: {}", std::strerror(saved)), dir_ + "/" + final_name);
     return false;
   }
   ++writes_;
@@ -198,8 +220,14 @@ bool DiskCache::put(const Digest& source, const CacheEntry& entry) {
 FolderContents DiskCache::scan() const {
   FolderContents out;
   if (!readable_) return out;
-  DIR* d = ::opendir(dir_.c_str());
-  if (d == nullptr) return out;
+  // A descriptor of its own: readdir moves an open folder's position, which a dup() would share.
+  const int listing = ::openat(dir_fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (listing < 0) return out;
+  DIR* d = ::fdopendir(listing);
+  if (d == nullptr) {
+    ::close(listing);
+    return out;
+  }
   while (dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     const bool temporary = name.compare(0, std::strlen(kTemporaryPrefix), kTemporaryPrefix) == 0;
@@ -208,7 +236,7 @@ FolderContents DiskCache::scan() const {
     info.path = dir_ + "/" + name;
     info.file_name = name;
     struct stat st {};
-    if (::lstat(info.path.c_str(), &st) != 0) continue;  // removed by another process meanwhile
+    if (::fstatat(dir_fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // removed meanwhile
     info.regular = S_ISREG(st.st_mode);
     info.bytes = info.regular ? std::uint64_t(st.st_size) : 0;
     info.last_use_ns = std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
@@ -244,7 +272,7 @@ int DiskCache::remove_stale_temporaries(std::int64_t age_seconds) {
   int removed = 0;
   for (const auto& t : temporaries()) {
     std::string why;
-    if (is_stale(t, age_seconds) && remove_path(t.path, why)) ++removed;
+    if (is_stale(t, age_seconds) && remove(t.file_name, why)) ++removed;
   }
   return removed;
 }
@@ -260,7 +288,7 @@ int DiskCache::prune(std::uint64_t max_bytes) {
   for (const auto& e : entries) {
     if (total <= max_bytes) break;
     std::string why;
-    if (remove_path(e.path, why)) total -= e.bytes, ++removed, ++evictions_;
+    if (remove(e.file_name, why)) total -= e.bytes, ++removed, ++evictions_;
   }
   return removed;
 }
@@ -269,8 +297,8 @@ int DiskCache::clear() {
   int removed = 0;
   std::string why;
   const FolderContents contents = scan();
-  for (const auto& e : contents.entries) removed += remove_path(e.path, why) ? 1 : 0;
-  for (const auto& t : contents.temporaries) remove_path(t.path, why);
+  for (const auto& e : contents.entries) removed += remove(e.file_name, why) ? 1 : 0;
+  for (const auto& t : contents.temporaries) remove(t.file_name, why);
   return removed;
 }
 

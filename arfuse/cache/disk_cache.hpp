@@ -1,8 +1,11 @@
 // The persistent layer: one folder of entries named <source key>-<full key>.arfuse.
 // Publish is write-to-unique-temporary + fsync + rename, so a reader never sees a torn entry
 // and many processes may fill one folder at once. A bad entry is removed, never loaded.
-// A folder that is not ours (other owner, group/other-writable), unwritable or full makes the
-// cache work from memory only, with one warning. Temporaries (.tmp-*) of writers that died are
+// The folder is resolved and checked once (base/trusted_folder.hpp) and held open: every entry is
+// read, written, renamed and removed relative to that descriptor, so a folder swapped in under
+// the same path later is never read or written. A folder that is not ours (other owner,
+// group/other-writable, or a parent another user controls), unwritable or full makes the cache
+// work from memory only, with one warning. Temporaries (.tmp-*) of writers that died are
 // removed once older than kStaleTemporaryAge, so a live writer's file is never taken.
 #pragma once
 
@@ -22,7 +25,8 @@ constexpr std::uint64_t kDefaultMaxBytes = 1ull << 30;  // 1 GiB
 // A publish takes milliseconds; a temporary this old belongs to a writer that died.
 constexpr std::int64_t kStaleTemporaryAgeSeconds = 3600;
 
-// ARFUSE_CACHE_DIR, else $XDG_CACHE_HOME/arfuse, else ~/.cache/arfuse.
+// ARFUSE_CACHE_DIR, else $XDG_CACHE_HOME/arfuse, else ~/.cache/arfuse, else (no HOME)
+// /tmp/arfuse-<uid>: a folder of this user's own, never one shared with other users.
 ARFUSE_API std::string default_cache_dir();
 // ARFUSE_CACHE_MAX_BYTES, else kDefaultMaxBytes; throws ConfigError for a value that is no number.
 ARFUSE_API std::uint64_t default_max_bytes();
@@ -33,11 +37,12 @@ ARFUSE_API std::uint64_t default_max_bytes();
 ARFUSE_API bool cache_folder_missing(const std::string& dir);
 
 // Whether `dir` can hold a cache: created (0700) if missing, a folder of this user that nobody
-// else may write. False with the reason otherwise. Says nothing itself.
+// else may write, below folders only root or this user control. False with the reason
+// otherwise. Says nothing itself.
 ARFUSE_API bool usable_cache_folder(const std::string& dir, std::string& why);
 
 struct ARFUSE_API EntryInfo {
-  std::string path;
+  std::string path;  // folder and name, for messages (files are opened by name in the open folder)
   std::string file_name;
   std::uint64_t bytes = 0;
   std::int64_t last_use_ns = 0;  // modification time, refreshed on every hit
@@ -66,6 +71,9 @@ struct ARFUSE_API DiskCacheStats {
 class ARFUSE_API DiskCache {
  public:
   explicit DiskCache(std::string dir = default_cache_dir(), std::uint64_t max_bytes = default_max_bytes());
+  ~DiskCache();
+  DiskCache(const DiskCache&) = delete;
+  DiskCache& operator=(const DiskCache&) = delete;
 
   const std::string& dir() const { return dir_; }
   // False when the folder is not used at all (untrusted or cannot be created).
@@ -97,21 +105,27 @@ class ARFUSE_API DiskCache {
   int clear();
   DiskCacheStats stats() const;
 
+  // Reads and verifies entry `file_name` of this folder, and that its name carries its key. Every
+  // reader uses this.
+  CheckedEntry check(const std::string& file_name) const;
+  // Removes entry `file_name` of this folder, whatever it is (a folder with all in it). False
+  // with `why` when something stays.
+  bool remove(const std::string& file_name, std::string& why);
+
   static std::string entry_name(const Digest& source, const Digest& full);
   // Whether an entry file's name carries this full key (a renamed or copied file does not).
   static bool name_matches_key(const std::string& file_name, const Digest& full);
-  // Reads and verifies one entry, and that its name carries its key. Every reader uses this.
-  static CheckedEntry check(const std::string& path);
 
  private:
-  std::optional<CacheEntry> load_verified(const std::string& path, const Digest* expected_key);
-  void remove_bad(const std::string& path, const std::string& problem);
-  bool publish(const std::string& temp_path, const std::string& final_path, int& error);
+  std::optional<CacheEntry> load_verified(const std::string& file_name, const Digest* expected_key);
+  void remove_bad(const std::string& file_name, const std::string& problem);
+  bool publish(const std::string& temp_name, const std::string& final_name, int& error);
   FolderContents scan() const;
   // `why` is the reason (problem()), `path` the file it happened to, for the warning.
   void disable_writes(const std::string& why, const std::string& path);
 
   std::string dir_;
+  int dir_fd_ = -1;  // the checked folder, held open; -1 when it is not used
   std::uint64_t max_bytes_;
   bool readable_ = false;
   bool writable_ = false;

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "arfuse/base/bounded_json.hpp"
 #include "arfuse/base/error.hpp"
 #include "arfuse/base/settings.hpp"
 #include "arfuse/cache/cache_key.hpp"
@@ -30,8 +31,11 @@ std::string metadata_for(const jit::Source& s, const std::string& compiler) {
 }  // namespace
 
 std::string spec_of(const CacheEntry& entry) {
-  const auto meta = nlohmann::json::parse(entry.metadata, nullptr, false);
-  if (!meta.is_object() || !meta.contains("spec") || !meta["spec"].is_string()) return "";
+  nlohmann::json meta;
+  std::string why;
+  if (!parse_json(entry.metadata, meta, why) || !meta.is_object() || !meta.contains("spec") ||
+      !meta["spec"].is_string())
+    return "";
   return meta["spec"].get<std::string>();
 }
 

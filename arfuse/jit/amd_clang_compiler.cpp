@@ -207,10 +207,7 @@ bool executable(const std::string& path) { return ::access(path.c_str(), X_OK) =
 
 // ARFUSE_AMD_CLANG, else the clang scripts/setup-deps.sh installs (the build records where).
 std::string clang_path() {
-  if (const auto p = settings::text("ARFUSE_AMD_CLANG")) {
-    if (!executable(*p)) throw Unavailable(fmt::format("ARFUSE_AMD_CLANG={} is not an executable file", *p));
-    return *p;
-  }
+  if (const auto p = settings::text("ARFUSE_AMD_CLANG")) return *p;  // checked there: an executable file
 #ifdef ARFUSE_DEFAULT_AMD_CLANG
   if (executable(ARFUSE_DEFAULT_AMD_CLANG)) return ARFUSE_DEFAULT_AMD_CLANG;
 #endif

@@ -20,6 +20,30 @@ static_assert(sizeof(SectionHeader) == 64, "ELF64 section header");
 
 constexpr std::uint32_t kSymbolTable = 2, kNote = 7;
 
+// Bounds on what one file may make a reader build, so that a hostile file (65,535 sections each
+// spanning the file, names that each run to the end of their table) is refused as malformed
+// instead of exhausting memory or time. Real code objects and cubins have tens of sections.
+constexpr std::size_t kMaxSections = 4096;
+constexpr std::size_t kMaxNameBytes = 64u << 10;
+
+// The bytes a reader may copy out of one file: a few times its size, enough for every section,
+// symbol name and relocation line of a well-formed file once.
+class CopyBudget {
+ public:
+  explicit CopyBudget(const std::vector<std::uint8_t>& file) : left_(4 * std::uint64_t(file.size()) + (1u << 20)) {}
+  void take(std::uint64_t bytes) {
+    if (bytes > left_) {
+      throw Error(
+          "malformed ELF file: its sections, names or notes overlap so much that reading them would copy "
+          "more than four times the file");
+    }
+    left_ -= bytes;
+  }
+
+ private:
+  std::uint64_t left_;
+};
+
 template <typename T>
 T read_at(const std::vector<std::uint8_t>& file, std::uint64_t offset) {
   if (offset > file.size() || file.size() - offset < sizeof(T)) {
@@ -43,6 +67,10 @@ std::vector<SectionHeader> sections(const std::vector<std::uint8_t>& file) {
   const auto offset = read_at<std::uint64_t>(file, 0x28);
   const auto entry = read_at<std::uint16_t>(file, 0x3A), count = read_at<std::uint16_t>(file, 0x3C);
   if (entry != sizeof(SectionHeader)) throw Error(fmt::format("malformed ELF file: section header size {}", entry));
+  if (count > kMaxSections) {
+    throw Error(fmt::format("malformed ELF file: {} sections (a kernel's file has tens, at most {} are read)", count,
+                            kMaxSections));
+  }
   std::vector<SectionHeader> out;
   for (std::uint16_t i = 0; i < count; ++i)
     out.push_back(read_at<SectionHeader>(file, offset + std::uint64_t(i) * entry));
@@ -54,7 +82,17 @@ std::string string_at(const std::vector<std::uint8_t>& file, const SectionHeader
     throw Error("malformed ELF file: string index outside its table");
   }
   const char* begin = reinterpret_cast<const char*>(file.data() + table.offset + index);
-  return std::string(begin, strnlen(begin, table.size - index));
+  const std::size_t length = strnlen(begin, std::min<std::uint64_t>(table.size - index, kMaxNameBytes + 1));
+  if (length > kMaxNameBytes)
+    throw Error(fmt::format("malformed ELF file: a name longer than {} bytes", kMaxNameBytes));
+  return std::string(begin, length);
+}
+
+std::string string_at(const std::vector<std::uint8_t>& file, const SectionHeader& table, std::uint32_t index,
+                      CopyBudget& budget) {
+  std::string s = string_at(file, table, index);
+  budget.take(s.size());
+  return s;
 }
 
 // The section-name table (e_shstrndx).
@@ -98,11 +136,15 @@ std::uint16_t elf_machine(const std::vector<std::uint8_t>& file) {
 
 std::vector<ElfSymbol> elf_symbols(const std::vector<std::uint8_t>& file) {
   const auto all = sections(file);
+  CopyBudget budget(file);
   std::vector<ElfSymbol> symbols;
   for (std::uint32_t t = 0; t < all.size(); ++t) {
     if (all[t].type != kSymbolTable) continue;
+    budget.take(all[t].size);
     for (const SymbolEntry& e : symbol_entries(file, all, t)) {
-      if (e.name != 0) symbols.push_back({string_at(file, all[all[t].link], e.name), e.value, e.section});
+      if (e.name == 0) continue;
+      budget.take(sizeof(ElfSymbol));
+      symbols.push_back({string_at(file, all[all[t].link], e.name, budget), e.value, e.section});
     }
   }
   return symbols;
@@ -128,6 +170,7 @@ std::vector<std::string> elf_symbol_names(const std::vector<std::uint8_t>& file)
 }
 
 std::vector<ElfNote> elf_notes(const std::vector<std::uint8_t>& file) {
+  CopyBudget budget(file);
   std::vector<ElfNote> notes;
   for (const auto& s : sections(file)) {
     if (s.type != kNote) continue;
@@ -140,6 +183,7 @@ std::vector<ElfNote> elf_notes(const std::vector<std::uint8_t>& file) {
       if (end > file.size() || end > s.offset + s.size) throw Error("malformed ELF file: note past its section");
       const char* name = reinterpret_cast<const char*>(file.data() + name_at);
       note.name.assign(name, strnlen(name, name_size));
+      budget.take(sizeof(ElfNote) + std::uint64_t(name_size) + desc_size);
       note.description.assign(file.begin() + long(desc_at), file.begin() + long(desc_at + desc_size));
       notes.push_back(std::move(note));
       at = end;
@@ -151,10 +195,11 @@ std::vector<ElfNote> elf_notes(const std::vector<std::uint8_t>& file) {
 std::vector<ElfSection> elf_sections(const std::vector<std::uint8_t>& file) {
   const auto all = sections(file);
   const SectionHeader& names = section_name_table(file, all);
+  CopyBudget budget(file);
   std::vector<ElfSection> out;
   for (const auto& s : all) {
     ElfSection section;
-    section.name = string_at(file, names, s.name);
+    section.name = string_at(file, names, s.name, budget);
     section.type = s.type;
     section.address = s.address;
     section.offset = s.offset;
@@ -163,6 +208,7 @@ std::vector<ElfSection> elf_sections(const std::vector<std::uint8_t>& file) {
       if (s.offset > file.size() || s.size > file.size() - s.offset) {
         throw Error(fmt::format("malformed ELF file: section {} past its end", section.name));
       }
+      budget.take(s.size);
       section.bytes.assign(file.begin() + long(s.offset), file.begin() + long(s.offset + s.size));
     }
     out.push_back(std::move(section));
@@ -205,13 +251,13 @@ constexpr std::uint8_t kSectionSymbol = 3;
 // by its section's: indices shift when a symbol is added; names do not.
 std::vector<std::string> symbol_names_by_index(const std::vector<std::uint8_t>& file,
                                                const std::vector<SectionHeader>& all, std::uint32_t table,
-                                               const SectionHeader& section_names) {
+                                               const SectionHeader& section_names, CopyBudget& budget) {
   std::vector<std::string> names;
   for (const SymbolEntry& e : symbol_entries(file, all, table)) {
     if (e.name != 0) {
-      names.push_back(string_at(file, all[all[table].link], e.name));
+      names.push_back(string_at(file, all[all[table].link], e.name, budget));
     } else if (e.type == kSectionSymbol && e.section < all.size()) {
-      names.push_back("section " + string_at(file, section_names, all[e.section].name));
+      names.push_back("section " + string_at(file, section_names, all[e.section].name, budget));
     } else {
       names.emplace_back();
     }
@@ -219,12 +265,17 @@ std::vector<std::string> symbol_names_by_index(const std::vector<std::uint8_t>& 
   return names;
 }
 
-// One line per relocation: where, which kind, which symbol (by name), the addend.
+// One line per relocation: where, which kind, which symbol (by name), the addend. `names_of`
+// holds each symbol table's names once, however many relocation sections refer to it.
 std::string relocations_text(const std::vector<std::uint8_t>& file, const std::vector<SectionHeader>& all,
-                             const SectionHeader& r, const SectionHeader& section_names) {
+                             const SectionHeader& r, const SectionHeader& section_names,
+                             std::map<std::uint32_t, std::vector<std::string>>& names_of, CopyBudget& budget) {
   const std::uint64_t entry = r.type == kRela ? 24 : 16;
   if (r.entry_size != entry) throw Error("malformed ELF file: relocation entry size");
-  const auto symbols = symbol_names_by_index(file, all, r.link, section_names);
+  auto known = names_of.find(r.link);
+  if (known == names_of.end())
+    known = names_of.emplace(r.link, symbol_names_by_index(file, all, r.link, section_names, budget)).first;
+  const auto& symbols = known->second;
   std::string text;
   for (std::uint64_t at = 0; at + entry <= r.size; at += entry) {
     const auto where = read_at<std::uint64_t>(file, r.offset + at),
@@ -232,6 +283,7 @@ std::string relocations_text(const std::vector<std::uint8_t>& file, const std::v
     const auto addend = r.type == kRela ? read_at<std::int64_t>(file, r.offset + at + 16) : 0;
     const std::uint64_t symbol = info >> 32;
     if (symbol >= symbols.size()) throw Error("malformed ELF file: relocation of a symbol past its table");
+    budget.take(symbols[symbol].size() + 64);
     text += fmt::format("{} {} {} {}\n", where, info & 0xffffffffu, symbols[symbol], addend);
   }
   return text;
@@ -251,10 +303,13 @@ std::map<std::string, std::string> elf_code_sections(const std::vector<std::uint
   // which object an instruction addresses are not read as equal.
   const auto headers = sections(file);
   const SectionHeader& section_names = section_name_table(file, headers);
+  CopyBudget budget(file);
+  std::map<std::uint32_t, std::vector<std::string>> names_of;
   for (const auto& r : headers) {
     if ((r.type != kRela && r.type != kRel) || r.info >= headers.size()) continue;
     const std::string target = string_at(file, section_names, headers[r.info].name);
-    if (decides_behaviour(target)) code["relocations of " + target] = relocations_text(file, headers, r, section_names);
+    if (decides_behaviour(target))
+      code["relocations of " + target] = relocations_text(file, headers, r, section_names, names_of, budget);
   }
   return code;
 }

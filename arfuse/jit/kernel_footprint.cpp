@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "arfuse/base/bounded_json.hpp"
 #include "arfuse/base/error.hpp"
 #include "arfuse/jit/elf_file.hpp"
 
@@ -81,6 +82,8 @@ KernelFootprint cubin_footprint(const std::vector<std::uint8_t>& cubin) {
       f.registers = int(std::max(0L, function_attribute(s, kRegisterCount, symbol)));
       f.local_bytes = int(std::max(0L, function_attribute(s, kFrameSize, symbol)));
     } else if (s.name == ".nv.shared." + kernel) {
+      if (s.size > std::uint64_t(INT_MAX))
+        throw Error(fmt::format("malformed cubin: {} bytes of shared memory", s.size));
       f.shared_bytes = int(s.size);
     }
   }
@@ -119,8 +122,11 @@ KernelFootprint code_object_footprint(const std::vector<std::uint8_t>& code_obje
   constexpr std::uint32_t kAmdgpuMetadata = 32;  // NT_AMDGPU_METADATA
   for (const auto& note : elf_notes(code_object)) {
     if (note.name != "AMDGPU" || note.type != kAmdgpuMetadata) continue;
-    const auto metadata = nlohmann::json::from_msgpack(note.description, true, false);
-    if (metadata.is_discarded()) throw Error("malformed AMD code object: its metadata note is not MessagePack");
+    nlohmann::json metadata;
+    std::string why;
+    if (!parse_msgpack(note.description, metadata, why))
+      throw Error(
+          fmt::format("malformed AMD code object: its metadata note is not MessagePack that can be read ({})", why));
     const auto kernels = metadata.find("amdhsa.kernels");
     if (kernels == metadata.end() || !kernels->is_array() || kernels->size() != 1) {
       throw Error("an AMD code object of one kernel lists one in amdhsa.kernels; this one does not");

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "arfuse/base/bounded_json.hpp"
 #include "arfuse/base/error.hpp"
 #include "arfuse/base/settings.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
@@ -43,11 +44,8 @@ constexpr const char* kEmbedded = R"({
 
 TuningTable TuningTable::parse(const std::string& text, const std::string& origin) {
   nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("tuning table {} is not valid JSON: {}", origin, e.what()));
-  }
+  std::string why;
+  if (!parse_json(text, j, why)) throw Error(fmt::format("tuning table {} is not valid JSON: {}", origin, why));
   TuningTable t;
   t.origin_ = origin;
   if (!j.is_object()) bad(origin, "$", "must be an object");

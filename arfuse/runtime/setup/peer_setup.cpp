@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "arfuse/base/bounded_json.hpp"
 #include "arfuse/base/error.hpp"
 
 namespace arfuse::detail {
@@ -71,7 +72,9 @@ std::string RankIdentity::serialise() const {
 
 RankIdentity RankIdentity::parse(const std::string& bytes, int rank) {
   try {
-    const auto j = nlohmann::json::parse(bytes);
+    nlohmann::json j;
+    std::string why;
+    if (!parse_json(bytes, j, why)) throw Error(why);
     if (j.at("format") != kIdentityFormat) throw Error("unknown identity format");
     RankIdentity r;
     r.host = j.at("host"), r.boot_id = j.at("boot_id"), r.process = j.at("process");

@@ -8,24 +8,33 @@
 //     rank on the listener;
 //   - every peer proves the job secret (ARFUSE_BOOTSTRAP_SECRET, or the argument) to rank 0 and
 //     rank 0 proves it back (HMAC-SHA256 over fresh nonces) before anything else is sent. With
-//     no secret the proof uses the empty key, so a secret on one side only is refused too.
+//     no secret the proof uses the empty key, so a secret on one side only is refused too;
+//   - rank 0 admits connections one at a time, each with its own short handshake deadline: a
+//     stray, silent or refused connection is dropped (and named if the job then fails) while rank
+//     0 keeps accepting until the job's deadline;
+//   - one allgather round carries at most kMaxRoundBytes from all ranks together.
 #include <errno.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "arfuse/base/error.hpp"
-#include "arfuse/base/private_folder.hpp"
 #include "arfuse/base/settings.hpp"
 #include "arfuse/base/sha256.hpp"
+#include "arfuse/base/system.hpp"
+#include "arfuse/base/trusted_folder.hpp"
 #include "arfuse/runtime/setup/bootstrap.hpp"
 
 namespace arfuse {
@@ -44,8 +53,15 @@ constexpr std::uint32_t kChallengeMagic = 0x41524643;  // "ARFC": rank 0's nonce
 constexpr std::uint32_t kProofMagic = 0x41524650;      // "ARFP": a rank's proof
 constexpr std::uint32_t kAcceptMagic = 0x41524641;     // "ARFA": rank 0 lets the rank in
 constexpr std::uint32_t kRefuseMagic = 0x41524652;     // "ARFR": refused; the payload says why
-constexpr std::uint32_t kMaxPayload = 64u << 20;
+// What one allgather round may carry from all ranks together (IPC handles and configuration
+// strings: kilobytes), so that no peer can make a rank allocate more.
+constexpr std::uint64_t kMaxRoundBytes = 64u << 20;
 constexpr std::size_t kNonceBytes = 32;
+// How long rank 0 gives one connection to prove itself; a rank sends its hello as soon as it is
+// connected, so only a stray or stalled connection takes this long.
+constexpr std::chrono::milliseconds kHandshakeTimeout{2000};
+// Refusals kept to explain a rank that did not join.
+constexpr std::size_t kRefusalsKept = 8;
 
 using Clock = std::chrono::steady_clock;
 
@@ -86,18 +102,26 @@ bool send_frame(int fd, std::uint32_t magic, std::uint32_t round, int rank, cons
   return write_exact(fd, &f, sizeof(f)) && write_exact(fd, payload.data(), payload.size());
 }
 
-// Reads one allgather frame and checks it; `who` names the peer in errors.
+// Reads one allgather frame and checks it; `who` names the peer in errors. `round_budget` is
+// what the round may still carry; the frame's size is taken from it.
 std::string receive_frame(int fd, std::uint32_t round, int expected_rank, Clock::time_point deadline,
-                          const std::string& who, int timeout_ms) {
+                          const std::string& who, int timeout_ms, std::uint64_t& round_budget) {
   Frame f{};
   if (!read_exact(fd, &f, sizeof(f), deadline)) {
     throw Error(fmt::format("bootstrap: {} sent nothing within {} ms (dead, or not started)", who, timeout_ms));
   }
-  if (f.magic != kFrameMagic || f.rank != expected_rank || f.round != round || f.size > kMaxPayload) {
+  if (f.magic != kFrameMagic || f.rank != expected_rank || f.round != round) {
     throw Error(
         fmt::format("bootstrap: garbage from {}: magic {:#x}, rank {}, round {} (expected rank {}, round {}), size {}",
                     who, f.magic, f.rank, f.round, expected_rank, round, f.size));
   }
+  if (f.size > round_budget) {
+    throw Error(
+        fmt::format("bootstrap: {} sent {} bytes in round {}, more than the {} bytes one round may carry "
+                    "from all ranks together",
+                    who, f.size, round, kMaxRoundBytes));
+  }
+  round_budget -= f.size;
   std::string payload(f.size, '\0');
   if (!read_exact(fd, payload.data(), payload.size(), deadline)) {
     throw Error(fmt::format("bootstrap: {} stopped in the middle of a message", who));
@@ -155,65 +179,87 @@ ucred peer_credentials(int fd) {
   return cred;
 }
 
-std::string folder_of(const std::string& path) {
+// The folder and the name of a socket path.
+std::pair<std::string, std::string> split_path(const std::string& path) {
   const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
 }
 
-// The socket's folder: created 0700 (with any missing parents) when `create`, then it must be
-// a folder of this user that nobody else can write.
-void require_trusted_folder(const std::string& socket_path, bool create) {
-  const std::string dir = folder_of(socket_path);
+// The socket's folder, opened and checked (created 0700 with any missing parents when `create`).
+TrustedFolder trusted_socket_folder(const std::string& socket_path, bool create) {
+  const auto [dir, name] = split_path(socket_path);
+  if (name.empty() || name == "." || name == "..") {
+    throw Error(fmt::format("bootstrap: the socket path {} names no file", socket_path));
+  }
+  TrustedFolder folder;
   std::string why;
-  if (create && !create_private_folders(dir, why)) throw Error(fmt::format("bootstrap: the socket folder: {}", why));
-  if (!is_private_folder(dir, why)) {
+  if (!open_trusted_folder(dir, create, folder, why)) {
     throw Error(
         fmt::format("bootstrap: the socket folder cannot be used: {}; use a folder of uid {} that nobody else "
                     "can write, e.g. a new one that arfuse creates with mode 0700",
                     why, ::geteuid()));
   }
+  return folder;
 }
 
-sockaddr_un socket_address(const std::string& path) {
+// The address of `name` in the open folder `dir`, reached through its descriptor.
+sockaddr_un socket_address(int dir, const std::string& name, const std::string& shown) {
+  const std::string path = path_through_descriptor(dir, name);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof(addr.sun_path)) {
-    throw Error(fmt::format("bootstrap socket path {} is too long ({} bytes, at most {})", path, path.size(),
-                            sizeof(addr.sun_path) - 1));
+    throw Error(fmt::format("bootstrap socket name in {} is too long ({} bytes, at most {})", shown, name.size(),
+                            sizeof(addr.sun_path) - 1 - (path.size() - name.size())));
   }
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   return addr;
 }
 
-bool someone_listens(const std::string& path) {
+bool someone_listens(int dir, const std::string& name, const std::string& shown) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr = socket_address(path);
+  sockaddr_un addr = socket_address(dir, name, shown);
   const bool listening = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   if (fd >= 0) ::close(fd);
   return listening;
 }
 
-// Whatever is at the path already: a dead socket of ours is removed; anything else is left.
-void clear_socket_path(const std::string& path) {
+// Whatever is at the name already: a dead socket of ours is removed; anything else is left.
+void clear_socket_name(int dir, const std::string& name, const std::string& shown) {
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return;
+  if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;
   if (!S_ISSOCK(st.st_mode) || st.st_uid != ::geteuid()) {
     throw Error(
         fmt::format("bootstrap: {} already exists and is not a socket of this user (mode {:o}, uid {}); it is left "
                     "alone: choose another path",
-                    path, st.st_mode, st.st_uid));
+                    shown, st.st_mode, st.st_uid));
   }
-  if (someone_listens(path)) {
-    throw Error(fmt::format("bootstrap: another process of this user already listens at {} (another job?)", path));
+  if (someone_listens(dir, name, shown)) {
+    throw Error(fmt::format("bootstrap: another process of this user already listens at {} (another job?)", shown));
   }
-  ::unlink(path.c_str());  // the socket of a job that ended without removing it
+  ::unlinkat(dir, name.c_str(), 0);  // the socket of a job that ended without removing it
+}
+
+// bind() with a 0077 umask, so the socket is never wider than 0700 before its chmod to 0600.
+// (umask is per process; another thread creating a file at this moment gets no wider mode.)
+int bind_private(int fd, const sockaddr_un& addr) {
+  const mode_t saved = ::umask(0077);
+  const int result = system_calls().bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  const int error = errno;
+  ::umask(saved);
+  errno = error;
+  return result;
 }
 
 class SocketBootstrap final : public Bootstrap {
  public:
   SocketBootstrap(std::string path, int rank, int world, std::chrono::milliseconds timeout, std::string secret)
-      : path_(std::move(path)), rank_(rank), world_(world), timeout_(timeout), secret_(std::move(secret)) {
+      : path_(std::move(path)),
+        name_(split_path(path_).second),
+        rank_(rank),
+        world_(world),
+        timeout_(timeout),
+        secret_(std::move(secret)) {
     if (rank == 0)
       listen_and_accept();
     else
@@ -246,19 +292,25 @@ class SocketBootstrap final : public Bootstrap {
   std::vector<std::string> exchange(const std::string& mine) {
     const std::uint32_t round = round_++;
     const auto deadline = Clock::now() + timeout_;
+    if (mine.size() > kMaxRoundBytes) {
+      throw Error(fmt::format("bootstrap: rank {} has {} bytes to send, more than the {} bytes one round may carry",
+                              rank_, mine.size(), kMaxRoundBytes));
+    }
     std::vector<std::string> all(static_cast<size_t>(world_));
+    std::uint64_t budget = kMaxRoundBytes;
     if (rank_ != 0) {
       if (!send_frame(root_, kFrameMagic, round, rank_, mine)) {
         throw Error(fmt::format("bootstrap: rank {} lost its connection to rank 0", rank_));
       }
       for (int r = 0; r < world_; ++r)
-        all[size_t(r)] = receive_frame(root_, round, r, deadline, "rank 0", int(timeout_.count()));
+        all[size_t(r)] = receive_frame(root_, round, r, deadline, "rank 0", int(timeout_.count()), budget);
       return all;
     }
     all[0] = mine;
+    budget -= mine.size();
     for (int r = 1; r < world_; ++r) {
-      all[size_t(r)] =
-          receive_frame(peers_[size_t(r)], round, r, deadline, fmt::format("rank {}", r), int(timeout_.count()));
+      all[size_t(r)] = receive_frame(peers_[size_t(r)], round, r, deadline, fmt::format("rank {}", r),
+                                     int(timeout_.count()), budget);
     }
     for (int r = 1; r < world_; ++r) {
       for (int s = 0; s < world_; ++s) {
@@ -270,29 +322,32 @@ class SocketBootstrap final : public Bootstrap {
     return all;
   }
 
-  // Only while the path is still the socket this rank bound (not one a later job put there).
+  // Only while the name is still the socket this rank bound (not one a later job put there).
   void remove_own_socket() {
     struct stat st {};
-    if (bound_ && ::lstat(path_.c_str(), &st) == 0 && st.st_dev == bound_dev_ && st.st_ino == bound_ino_)
-      ::unlink(path_.c_str());
+    if (bound_ && ::fstatat(folder_.fd.get(), name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        st.st_dev == bound_dev_ && st.st_ino == bound_ino_)
+      ::unlinkat(folder_.fd.get(), name_.c_str(), 0);
     bound_ = false;
   }
 
   int bind_listener() {
-    require_trusted_folder(path_, true);
-    clear_socket_path(path_);
+    folder_ = trusted_socket_folder(path_, true);
+    const int dir = folder_.fd.get();
+    clear_socket_name(dir, name_, path_);
     int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr = socket_address(path_);
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const sockaddr_un addr = socket_address(dir, name_, path_);
+    if (fd < 0 || bind_private(fd, addr) != 0) {
       const int saved = errno;
       if (fd >= 0) ::close(fd);
       throw Error(fmt::format("bootstrap: rank 0 cannot listen at {}: {}", path_, std::strerror(saved)));
     }
     struct stat st {};
-    ::lstat(path_.c_str(), &st);
+    ::fstatat(dir, name_.c_str(), &st, AT_SYMLINK_NOFOLLOW);
     bound_ = true, bound_dev_ = st.st_dev, bound_ino_ = st.st_ino;
-    if (::chmod(path_.c_str(), 0600) != 0 || ::listen(fd, world_) != 0) {
-      const int saved = errno;
+    // Room in the backlog for the ranks and a few strays, so no rank waits behind them to connect.
+    if (!S_ISSOCK(st.st_mode) || ::fchmodat(dir, name_.c_str(), 0600, 0) != 0 || ::listen(fd, world_ + 16) != 0) {
+      const int saved = S_ISSOCK(st.st_mode) ? errno : EEXIST;
       ::close(fd);
       remove_own_socket();
       throw Error(fmt::format("bootstrap: rank 0 cannot listen at {}: {}", path_, std::strerror(saved)));
@@ -300,27 +355,32 @@ class SocketBootstrap final : public Bootstrap {
     return fd;
   }
 
-  // Rank 0's side of one peer's handshake; throws (after telling the peer why) when refused.
+  // Rank 0's side of one connection's handshake; throws (after telling the peer why) when it is
+  // refused, which drops only this connection.
   void admit(int peer, Clock::time_point deadline) {
     const ucred cred = peer_credentials(peer);
     if (cred.uid != ::geteuid()) {
       const std::string why = fmt::format("uid {} is not this job's uid {}", cred.uid, ::geteuid());
       send_frame(peer, kRefuseMagic, 0, 0, why);
-      throw Error(fmt::format("bootstrap: refused a process (pid {}, uid {}) that connected to {}: {}", cred.pid,
-                              cred.uid, path_, why));
+      throw Error(
+          fmt::format("refused a process (pid {}, uid {}) that connected to {}: {}", cred.pid, cred.uid, path_, why));
     }
     Frame f{};
-    if (!read_exact(peer, &f, sizeof(f), deadline) || f.magic != kHelloMagic || f.rank <= 0 || f.rank >= world_ ||
-        f.size != kNonceBytes || peers_[size_t(f.rank)] >= 0) {
+    if (!read_exact(peer, &f, sizeof(f), deadline)) {
+      throw Error(fmt::format("a process (pid {}) connected to {} and sent no hello within {} ms", cred.pid, path_,
+                              kHandshakeTimeout.count()));
+    }
+    if (f.magic != kHelloMagic || f.rank <= 0 || f.rank >= world_ || f.size != kNonceBytes ||
+        peers_[size_t(f.rank)] >= 0) {
       throw Error(
-          fmt::format("bootstrap: garbage from a process (pid {}) that connected to {}: not a rank of this {}-rank "
-                      "group, or a rank that joined twice",
+          fmt::format("garbage from a process (pid {}) that connected to {}: not a rank of this {}-rank group, or a "
+                      "rank that joined twice",
                       cred.pid, path_, world_));
     }
     const int rank = f.rank;
     std::string their_nonce(kNonceBytes, '\0');
     if (!read_exact(peer, their_nonce.data(), their_nonce.size(), deadline)) {
-      throw Error(fmt::format("bootstrap: rank {} stopped in the middle of its hello", rank));
+      throw Error(fmt::format("rank {} (pid {}) stopped in the middle of its hello", rank, cred.pid));
     }
     const std::string my_nonce = fresh_nonce();
     send_frame(peer, kChallengeMagic, 0, 0, my_nonce + proof(secret_, "root", their_nonce, rank));
@@ -329,8 +389,7 @@ class SocketBootstrap final : public Bootstrap {
     if (!same_proof(their_proof, proof(secret_, "rank", my_nonce, rank))) {
       send_frame(peer, kRefuseMagic, 0, 0, "wrong job secret (ARFUSE_BOOTSTRAP_SECRET)");
       throw Error(
-          fmt::format("bootstrap: refused rank {} (pid {}): it did not prove the job secret "
-                      "(ARFUSE_BOOTSTRAP_SECRET differs)",
+          fmt::format("refused rank {} (pid {}): it did not prove the job secret (ARFUSE_BOOTSTRAP_SECRET differs)",
                       rank, cred.pid));
     }
     send_frame(peer, kAcceptMagic, 0, 0, std::string());
@@ -343,26 +402,23 @@ class SocketBootstrap final : public Bootstrap {
     const int fd = bind_listener();
     const auto deadline = Clock::now() + timeout_;
     int joined = 0;
-    try {
-      while (joined < world_ - 1) {
-        pollfd pfd{fd, POLLIN, 0};
-        int ready = ::poll(&pfd, 1, remaining_ms(deadline));
-        if (ready < 0 && errno == EINTR) continue;
-        if (ready <= 0) break;
-        int peer = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
-        if (peer < 0) continue;
-        try {
-          admit(peer, deadline);
-        } catch (...) {
-          ::close(peer);
-          throw;
-        }
+    std::vector<std::string> refused;
+    int refused_count = 0;
+    while (joined < world_ - 1) {
+      pollfd pfd{fd, POLLIN, 0};
+      int ready = ::poll(&pfd, 1, remaining_ms(deadline));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) break;
+      int peer = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (peer < 0) continue;
+      try {
+        admit(peer, std::min(deadline, Clock::now() + kHandshakeTimeout));
         ++joined;
+      } catch (const Error& e) {
+        ::close(peer);
+        ++refused_count;
+        if (refused.size() < kRefusalsKept) refused.emplace_back(e.what());
       }
-    } catch (...) {
-      ::close(fd);
-      remove_own_socket();
-      throw;
     }
     ::close(fd);
     remove_own_socket();
@@ -370,13 +426,16 @@ class SocketBootstrap final : public Bootstrap {
       std::string missing;
       for (int r = 1; r < world_; ++r)
         if (peers_[size_t(r)] < 0) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      throw Error(
-          fmt::format("bootstrap: rank(s) {} did not join at {} within {} ms", missing, path_, timeout_.count()));
+      std::string why =
+          fmt::format("bootstrap: rank(s) {} did not join at {} within {} ms", missing, path_, timeout_.count());
+      if (refused_count > 0) why += fmt::format("; {} connection(s) refused meanwhile:", refused_count);
+      for (const auto& r : refused) why += " [" + r + "]";
+      throw Error(why);
     }
   }
 
-  // A rank's side of the handshake: the listener must be this user's, in a trusted folder,
-  // and prove the secret before this rank proves it.
+  // A rank's side of the handshake: the listener must be this user's and prove the secret
+  // before this rank proves it.
   void join(Clock::time_point deadline) {
     const ucred cred = peer_credentials(root_);
     if (cred.uid != ::geteuid()) {
@@ -385,7 +444,6 @@ class SocketBootstrap final : public Bootstrap {
                       "refused, nothing was sent to it",
                       path_, cred.pid, cred.uid, ::geteuid()));
     }
-    require_trusted_folder(path_, false);
     const std::string my_nonce = fresh_nonce();
     if (!send_frame(root_, kHelloMagic, 0, rank_, my_nonce))
       throw Error(fmt::format("bootstrap: rank {} could not greet rank 0", rank_));
@@ -401,16 +459,27 @@ class SocketBootstrap final : public Bootstrap {
     receive_handshake(root_, kAcceptMagic, 0, deadline, "rank 0");
   }
 
+  // The folder may not exist until rank 0 creates it; any other reason to distrust it is final.
+  bool open_folder_when_there() {
+    const std::string dir = split_path(path_).first;
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 && errno == ENOENT) return false;
+    folder_ = trusted_socket_folder(path_, false);
+    return true;
+  }
+
   void connect_to_root() {
     const auto deadline = Clock::now() + timeout_;
-    sockaddr_un addr = socket_address(path_);
     while (true) {
-      int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-        root_ = fd;
-        break;
+      if (folder_.fd.valid() || open_folder_when_there()) {
+        const sockaddr_un addr = socket_address(folder_.fd.get(), name_, path_);
+        int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
+          root_ = fd;
+          break;
+        }
+        if (fd >= 0) ::close(fd);
       }
-      if (fd >= 0) ::close(fd);
       if (Clock::now() >= deadline) {
         throw Error(fmt::format("bootstrap: rank {} found no rank 0 listening at {} within {} ms", rank_, path_,
                                 timeout_.count()));
@@ -425,7 +494,9 @@ class SocketBootstrap final : public Bootstrap {
     }
   }
 
-  std::string path_;
+  std::string path_;  // for messages; the socket is reached through folder_ and name_
+  std::string name_;
+  TrustedFolder folder_;
   int rank_, world_;
   std::chrono::milliseconds timeout_;
   std::string secret_;

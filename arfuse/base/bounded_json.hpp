@@ -1,0 +1,28 @@
+// Parsing JSON text and MessagePack that arrive from outside (configuration files, cache entry
+// metadata, the AMDGPU metadata note of a code object) with a bound on nesting: nlohmann's
+// readers recurse once per level, so a document nested a million deep would overflow the stack
+// instead of being refused. Sizes are bounded by the input itself (no reader allocates ahead of
+// the bytes it has read).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "arfuse/base/export.hpp"
+
+namespace arfuse {
+
+// Far deeper than any document arfuse reads or writes (three or four levels).
+constexpr int kMaxJsonDepth = 64;
+
+// False with `why` (the parser's message, or the nesting bound) when `text` is not one JSON value
+// nested at most kMaxJsonDepth deep.
+ARFUSE_API bool parse_json(std::string_view text, nlohmann::json& out, std::string& why);
+// The same for MessagePack bytes.
+ARFUSE_API bool parse_msgpack(const std::vector<std::uint8_t>& bytes, nlohmann::json& out, std::string& why);
+
+}  // namespace arfuse
