@@ -2,9 +2,9 @@
 # internal to its layer (vendor drivers, peer set-up steps, file formats, test seams).
 # tests/downstream builds against an install tree and includes every one of these.
 set(ARFUSE_PUBLIC_HEADERS
-    base/error.hpp base/export.hpp base/log.hpp base/settings.hpp base/sha256.hpp base/version.hpp
+    base/log.hpp base/settings.hpp base/sha256.hpp base/version.hpp
     templates/host_device.cuh templates/limits.cuh templates/signal.cuh
-    jit/block_scaling.hpp jit/block_shape.hpp jit/compiler.hpp jit/kernel_spec.hpp jit/render.hpp
+    jit/block_shape.hpp jit/compiler.hpp jit/kernel_spec.hpp jit/render.hpp
     jit/spec_set.hpp jit/target.hpp jit/templates.hpp jit/tuning.hpp
     cache/cache_entry.hpp cache/cache_key.hpp cache/disk_cache.hpp cache/entry_file.hpp cache/kernel_cache.hpp
     runtime/context.hpp runtime/epilogue.hpp runtime/group.hpp

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/group.hpp"
 
 namespace {
@@ -95,13 +95,13 @@ int main(int argc, char** argv) try {
   std::vector<AllreduceArgs> plain(size_t(o.world));
   for (int r = 0; r < o.world; ++r) {
     Rank& rank = group.rank(r);
-    rank.prepare(o.hidden, jit::DType::bf16, jit::Quant::fp8, jit::Norm::rms);
+    rank.prepare(o.hidden, DType::bf16, EpilogueMode{Quant::fp8});
     streams.push_back(std::make_unique<Stream>(rank.device()));
     AllreduceRmsnormArgs& a = fused[size_t(r)];
     a.input = rank.input_buffer(), a.residual_in = buffer(n * 2), a.residual_out = buffer(n * 2);
     a.weight = buffer(std::size_t(o.hidden) * 2), a.out = buffer(n),
     a.scales = static_cast<float*>(buffer(std::size_t(o.tokens) * 4));
-    a.tokens = o.tokens, a.hidden = o.hidden, a.dtype = jit::DType::bf16, a.quant = jit::Quant::fp8;
+    a.tokens = o.tokens, a.hidden = o.hidden, a.dtype = DType::bf16, a.mode.quant = Quant::fp8;
     AllreduceArgs& p = plain[size_t(r)];
     p.input = rank.input_buffer(), p.out = buffer(n * 2), p.tokens = o.tokens, p.hidden = o.hidden;
   }

@@ -14,7 +14,7 @@
 #include <random>
 #include <vector>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/group.hpp"
 
 namespace {
@@ -107,11 +107,11 @@ int main(int argc, char** argv) try {
   o.bootstrap = local_socket_bootstrap(opt.socket, opt.rank, opt.world, std::chrono::seconds(60));
   o.devices = {opt.device};
   o.max_tokens = opt.tokens, o.max_hidden = opt.hidden;  // the staging capacity: the largest call
-  o.dtype = jit::DType::bf16;
+  o.dtype = DType::bf16;
   // 2. Create the group: every rank checks the others agree, maps their buffers, tests them.
   Group group(o);
   Rank& me = group.local_rank();
-  me.prepare(opt.hidden, jit::DType::bf16, jit::Quant::fp8, jit::Norm::rms);  // load kernels before the first call
+  me.prepare(opt.hidden, DType::bf16, EpilogueMode{Quant::fp8});  // load kernels before the first call
 
   // 3. The layer's tensors (an engine has these already).
   const std::size_t n = std::size_t(opt.tokens) * opt.hidden;
@@ -129,7 +129,7 @@ int main(int argc, char** argv) try {
   AllreduceRmsnormArgs a;
   a.input = me.input_buffer(), a.residual_in = residual.get(), a.residual_out = residual.get(), a.weight = weight.get();
   a.out = out.get(), a.scales = static_cast<float*>(scales.get());
-  a.tokens = opt.tokens, a.hidden = opt.hidden, a.dtype = jit::DType::bf16, a.quant = jit::Quant::fp8;
+  a.tokens = opt.tokens, a.hidden = opt.hidden, a.dtype = DType::bf16, a.mode.quant = Quant::fp8;
   me.allreduce_rmsnorm(a, stream);
   stream.synchronize();
   group.check();  // PeerTimeout if a rank did not arrive

@@ -15,7 +15,7 @@
 #include <memory>
 #include <mutex>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 #include "arfuse/runtime/epilogue.hpp"
 #include "arfuse/runtime/group.hpp"
@@ -85,7 +85,7 @@ GroupOptions base_options(int max_tokens, int max_hidden, const std::optional<st
   GroupOptions o;
   o.max_tokens = max_tokens;
   o.max_hidden = max_hidden;
-  if (dtype) o.dtype = jit::parse_dtype(*dtype);
+  if (dtype) o.dtype = parse_dtype(*dtype);
   o.timeout = std::chrono::milliseconds(std::int64_t(timeout_s * 1000.0));
   o.transport = parse_transport(transport);
   o.check_calls = check_calls;
@@ -152,15 +152,15 @@ struct Pointers {
   std::uintptr_t input, residual_in, residual_out, weight, out, scales, mirror;
 };
 
-// The output mode as Python passes it: quant and norm, and the fp8_group settings.
-struct Mode {
-  std::string quant, norm;
-  int group;
-  std::string scale_format, scale_layout;
-};
+// The output mode as Python passes it, by name: quant and norm, and the fp8_group settings.
+EpilogueMode parse_mode(const std::string& quant, const std::string& norm, int group_size,
+                        const std::string& scale_format, const std::string& scale_layout) {
+  return EpilogueMode{parse_quant(quant), parse_norm(norm), group_size, parse_scale_format(scale_format),
+                      parse_scale_layout(scale_layout)};
+}
 
 RmsnormQuantArgs epilogue_args(const Pointers& p, float eps, int tokens, int hidden, const std::string& dtype,
-                               const Mode& mode) {
+                               const EpilogueMode& mode) {
   RmsnormQuantArgs a;
   a.input = address(p.input);
   a.residual_in = address(p.residual_in);
@@ -172,12 +172,8 @@ RmsnormQuantArgs epilogue_args(const Pointers& p, float eps, int tokens, int hid
   a.mirror = mutable_address(p.mirror);
   a.tokens = tokens;
   a.hidden = hidden;
-  a.dtype = jit::parse_dtype(dtype);
-  a.quant = jit::parse_quant(mode.quant);
-  a.norm = jit::parse_norm(mode.norm);
-  a.group = mode.group;
-  a.scale_format = jit::parse_scale_format(mode.scale_format);
-  a.scale_layout = jit::parse_scale_layout(mode.scale_layout);
+  a.dtype = parse_dtype(dtype);
+  a.mode = mode;
   return a;
 }
 
@@ -230,21 +226,21 @@ void bind_group_class(nb::module_& m) {
       .def("force_stage", [](PyGroup& g, std::optional<int> stage) { g.group().force_stage(stage); })
       .def("prepare",
            [](PyGroup& g, int local, int hidden, const std::string& dtype, const std::string& quant,
-              const std::string& norm, int group, const std::string& scale_format) {
-             g.rank(local).prepare(hidden, jit::parse_dtype(dtype), jit::parse_quant(quant), jit::parse_norm(norm),
-                                   group, jit::parse_scale_format(scale_format));
+              const std::string& norm, int group_size, const std::string& scale_format) {
+             g.rank(local).prepare(hidden, parse_dtype(dtype),
+                                   parse_mode(quant, norm, group_size, scale_format, "row_major"));
            })
       .def("allreduce_rmsnorm",
            [](PyGroup& g, int local, std::uintptr_t input, std::uintptr_t residual_in, std::uintptr_t residual_out,
               std::uintptr_t weight, float eps, std::uintptr_t out, std::uintptr_t scales, std::uintptr_t mirror,
               int tokens, int hidden, const std::string& dtype, const std::string& quant, const std::string& norm,
-              int group, const std::string& scale_format, const std::string& scale_layout, bool pdl,
+              int group_size, const std::string& scale_format, const std::string& scale_layout, bool pdl,
               std::uintptr_t stream) {
              Rank& rank = g.rank(local);
              AllreduceRmsnormArgs args;
              static_cast<RmsnormQuantArgs&>(args) =
                  epilogue_args({input, residual_in, residual_out, weight, out, scales, mirror}, eps, tokens, hidden,
-                               dtype, Mode{quant, norm, group, scale_format, scale_layout});
+                               dtype, parse_mode(quant, norm, group_size, scale_format, scale_layout));
              args.pdl = pdl;
              rank.allreduce_rmsnorm(args, Stream(rank.device(), mutable_address(stream)));
            })
@@ -258,7 +254,7 @@ void bind_group_class(nb::module_& m) {
              args.out = mutable_address(out);
              args.tokens = tokens;
              args.hidden = hidden;
-             args.dtype = jit::parse_dtype(dtype);
+             args.dtype = parse_dtype(dtype);
              rank.allreduce(args, Stream(rank.device(), mutable_address(stream)));
            })
       .def("check", [](PyGroup& g) { g.group().check(); })
@@ -303,12 +299,12 @@ void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatc
       "rmsnorm_quant",
       [](int device, std::uintptr_t input, std::uintptr_t residual_in, std::uintptr_t residual_out,
          std::uintptr_t weight, float eps, std::uintptr_t out, std::uintptr_t scales, std::uintptr_t mirror, int tokens,
-         int hidden, const std::string& dtype, const std::string& quant, const std::string& norm, int group,
+         int hidden, const std::string& dtype, const std::string& quant, const std::string& norm, int group_size,
          const std::string& scale_format, const std::string& scale_layout, bool pdl, std::uintptr_t stream) {
         Context& ctx = context_for(device);
         RmsnormQuantArgs args =
             epilogue_args({input, residual_in, residual_out, weight, out, scales, mirror}, eps, tokens, hidden, dtype,
-                          Mode{quant, norm, group, scale_format, scale_layout});
+                          parse_mode(quant, norm, group_size, scale_format, scale_layout));
         args.pdl = pdl;
         rmsnorm_quant(ctx, args, Stream(ctx.device(), mutable_address(stream)));
       },
@@ -316,32 +312,26 @@ void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatc
   m.def(
       "group_quant",
       [](int device, std::uintptr_t input, std::uintptr_t out, std::uintptr_t scales, int tokens, int hidden,
-         const std::string& dtype, const std::string& quant, int group, const std::string& scale_format,
+         const std::string& dtype, const std::string& quant, int group_size, const std::string& scale_format,
          const std::string& scale_layout, bool pdl, std::uintptr_t stream) {
         Context& ctx = context_for(device);
         GroupQuantArgs a;
         a.pdl = pdl;
         a.input = address(input), a.out = mutable_address(out), a.scales = mutable_address(scales);
-        a.tokens = tokens, a.hidden = hidden, a.dtype = jit::parse_dtype(dtype), a.quant = jit::parse_quant(quant);
-        a.group = group, a.scale_format = jit::parse_scale_format(scale_format);
-        a.scale_layout = jit::parse_scale_layout(scale_layout);
+        a.tokens = tokens, a.hidden = hidden, a.dtype = parse_dtype(dtype);
+        a.mode = parse_mode(quant, "rms", group_size, scale_format, scale_layout);
         group_quant(ctx, a, Stream(ctx.device(), mutable_address(stream)));
       },
       "Per-token-group FP8 or MXFP4 of a tensor that already is y (runtime/epilogue.hpp).");
   m.def(
       "check_mode",
-      [](const std::string& quant, const std::string& norm, int group, const std::string& scale_format,
-         const std::string& scale_layout, int hidden) {
-        const jit::Quant q = jit::parse_quant(quant);
-        jit::parse_norm(norm);
-        jit::parse_scale_format(scale_format);
-        const jit::ScaleLayout layout = jit::parse_scale_layout(scale_layout);
-        jit::check_block_scaling(q, group, hidden);  // in the order of the calls' own checks
-        jit::check_scale_layout(q, layout);
-      },
-      nb::arg("quant"), nb::arg("norm"), nb::arg("group"), nb::arg("scale_format"), nb::arg("scale_layout"),
+      [](const std::string& quant, const std::string& norm, int group_size, const std::string& scale_format,
+         const std::string& scale_layout,
+         int hidden) { parse_mode(quant, norm, group_size, scale_format, scale_layout).validate(hidden); },
+      nb::arg("quant"), nb::arg("norm"), nb::arg("group_size"), nb::arg("scale_format"), nb::arg("scale_layout"),
       nb::arg("hidden"),
-      "The checks every epilogue call makes on its mode (names, group size, scale layout against hidden), "
+      "EpilogueMode::validate, the one check every epilogue call makes on its mode (names, hidden size, group "
+      "size, scale layout), "
       "for a caller that must refuse a bad mode before it allocates outputs; raises Error naming the value.");
   m.def(
       "fp8_format", [](int device) { return std::string(fp8_format_name(context_for(device).device())); },

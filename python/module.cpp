@@ -8,11 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/error.hpp"
 #include "arfuse/base/settings.hpp"
 #include "arfuse/base/version.hpp"
 #include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 
 #include "group_binding.hpp"
@@ -86,15 +86,15 @@ std::string cache_verify(const std::string& given) {
 template <typename Value>
 nlohmann::json names(const std::vector<Value>& values) {
   nlohmann::json out = nlohmann::json::array();
-  for (Value v : values) out.push_back(jit::to_string(v));
+  for (Value v : values) out.push_back(to_string(v));
   return out;
 }
 
 std::string modes() {
-  return nlohmann::json{{"quant", names(jit::all_quants())},
-                        {"norm", names(jit::all_norms())},
-                        {"scale_format", names(jit::all_scale_formats())},
-                        {"scale_layout", names(jit::all_scale_layouts())}}
+  return nlohmann::json{{"quant", names(all_quants())},
+                        {"norm", names(all_norms())},
+                        {"scale_format", names(all_scale_formats())},
+                        {"scale_layout", names(all_scale_layouts())}}
       .dump();
 }
 

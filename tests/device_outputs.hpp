@@ -25,13 +25,13 @@ struct DeviceEpilogueBuffers {
 inline void require_device_epilogue(const DeviceEpilogueBuffers& device, const reference::EpilogueOutputs& want,
                                     const reference::EpilogueConfig& config, int tokens, const std::string& who = "") {
   const std::size_t n = std::size_t(tokens) * std::size_t(config.hidden);
-  const std::size_t out_bytes = config.quant == jit::Quant::none ? n * 2 : jit::is_mxfp4(config.quant) ? n / 2 : n;
+  const std::size_t out_bytes = config.mode.quant == Quant::none ? n * 2 : is_mxfp4(config.mode.quant) ? n / 2 : n;
   const std::size_t scale_bytes = want.scale_bytes.empty() ? want.scales.size() * 4 : want.scale_bytes.size();
   const auto residual_out = device.residual_out.download<std::uint16_t>(n);
   const auto out = device.out.download<std::uint8_t>(out_bytes);
   const auto scales = scale_bytes > 0 ? device.scales.download<std::uint8_t>(scale_bytes) : std::vector<std::uint8_t>();
   const auto mirror =
-      jit::writes_mirror(config.quant) ? device.mirror.download<std::uint16_t>(n) : std::vector<std::uint16_t>();
+      writes_mirror(config.mode.quant) ? device.mirror.download<std::uint16_t>(n) : std::vector<std::uint16_t>();
   require_epilogue_bytes({residual_out, out, scales, mirror}, want, config, tokens, who);
 }
 

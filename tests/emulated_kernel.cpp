@@ -5,8 +5,8 @@
 #include <fstream>
 #include <thread>
 
-#include "arfuse/base/error.hpp"
 #include "arfuse/base/subprocess.hpp"
+#include "arfuse/error.hpp"
 
 #include "support.hpp"
 

@@ -20,13 +20,13 @@ namespace arfuse::test {
 namespace detail {
 
 inline float weight_factor(const reference::EpilogueConfig& c, float w) {
-  return c.norm == jit::Norm::gemma ? w + 1.0f : w;
+  return c.mode.norm == Norm::gemma ? w + 1.0f : w;
 }
 
 // The T values in [lo, hi), positive, by bit pattern (their order).
-inline std::vector<std::uint16_t> t_values(jit::DType dtype, float lo, float hi) {
+inline std::vector<std::uint16_t> t_values(DType dtype, float lo, float hi) {
   std::vector<std::uint16_t> out;
-  for (std::uint32_t b = reference::narrow(lo, dtype); b < 0x7c00u || dtype == jit::DType::bf16; ++b) {
+  for (std::uint32_t b = reference::narrow(lo, dtype); b < 0x7c00u || dtype == DType::bf16; ++b) {
     const float v = reference::widen(std::uint16_t(b), dtype);
     if (!(v < hi)) break;
     if (v >= lo) out.push_back(std::uint16_t(b));
@@ -60,10 +60,10 @@ inline void plant_norm_probe(const reference::EpilogueConfig& c, int row, int fi
     return res;
   };
   // bf16 keeps f32's exponent range: any scale works. f16 needs v^2 below 2^-25 and y normal.
-  const bool bf16 = c.dtype == jit::DType::bf16;
+  const bool bf16 = c.dtype == DType::bf16;
   const auto values = detail::t_values(c.dtype, bf16 ? 0x1p-40f : 0x1p-14f, bf16 ? 0x1p-39f : 0x1p-13f);
   // Weights of one binade (gemma's g = w + 1 then has as many distinct values as w).
-  const float w_lo = bf16 ? (c.norm == jit::Norm::gemma ? 0.5f : 1.0f) : 8.0f;
+  const float w_lo = bf16 ? (c.mode.norm == Norm::gemma ? 0.5f : 1.0f) : 8.0f;
   auto weights = detail::t_values(c.dtype, w_lo, 2.0f * w_lo);
   std::uniform_real_distribution<float> magnitude(1.0f, 4.0f);
   std::bernoulli_distribution negative(0.5);

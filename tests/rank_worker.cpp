@@ -7,14 +7,10 @@
 #include <fstream>
 #include <random>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/group.hpp"
 
 namespace arfuse::test {
-
-using jit::DType;
-using jit::Norm;
-using jit::Quant;
 
 const std::vector<ProcessCase>& process_cases() {
   static const std::vector<ProcessCase> cases = {
@@ -67,7 +63,8 @@ std::string expected_blob(unsigned seed, int case_index, int world) {
     return blob;
   }
   const auto shared = case_inputs(seed, case_index, 0);
-  reference::EpilogueConfig config{c.hidden, c.dtype, c.quant, c.norm, 1e-6f, jit::Target::parse("sm_90")};
+  reference::EpilogueConfig config{c.hidden, c.dtype, EpilogueMode{c.quant, c.norm}, 1e-6f,
+                                   jit::Target::parse("sm_90")};
   const auto e = reference::epilogue(config, c.tokens, sum, shared.residual, shared.weight);
   append(blob, e.residual_out);
   if (c.quant == Quant::none)
@@ -126,8 +123,8 @@ void launch_case(Rank& me, const ProcessCase& c, const CaseBuffers& b, const Str
   AllreduceRmsnormArgs a;
   a.input = b.input.get(), a.residual_in = b.residual.get(), a.residual_out = b.residual_out.get();
   a.weight = b.weight.get(), a.out = b.out.get(), a.scales = static_cast<float*>(b.scales.get());
-  a.mirror = b.mirror.get(), a.tokens = c.tokens, a.hidden = c.hidden, a.dtype = c.dtype, a.quant = c.quant;
-  a.norm = c.norm;
+  a.mirror = b.mirror.get(), a.tokens = c.tokens, a.hidden = c.hidden, a.dtype = c.dtype;
+  a.mode = EpilogueMode{c.quant, c.norm};
   me.allreduce_rmsnorm(a, stream);
 }
 
@@ -151,7 +148,7 @@ int run_rank(std::shared_ptr<Bootstrap> bootstrap, const RankRun& run) {
     std::vector<std::unique_ptr<CaseBuffers>> buffers;
     for (int ci = 0; ci < int(cases.size()); ++ci) {
       const auto& c = cases[size_t(ci)];
-      me.prepare(c.hidden, c.dtype, c.quant, c.norm);
+      me.prepare(c.hidden, c.dtype, EpilogueMode{c.quant, c.norm});
       buffers.push_back(std::make_unique<CaseBuffers>(me.device()));
       buffers.back()->prepare(run.seed, ci, run.rank);
     }

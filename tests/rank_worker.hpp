@@ -19,9 +19,9 @@ namespace arfuse::test {
 
 struct ProcessCase {
   int tokens, hidden;
-  jit::DType dtype;
-  jit::Quant quant;
-  jit::Norm norm;
+  DType dtype;
+  Quant quant;
+  Norm norm;
   int stage;
   bool plain;  // the plain all-reduce, no epilogue
 };

@@ -26,7 +26,7 @@ namespace arfuse::test {
 using reference::Bits16;
 
 // Values of roughly unit scale with a spread of magnitudes (and signs), rounded to dtype.
-inline Bits16 random_tensor(std::mt19937& rng, std::size_t n, jit::DType dtype, float scale = 1.0f) {
+inline Bits16 random_tensor(std::mt19937& rng, std::size_t n, DType dtype, float scale = 1.0f) {
   std::normal_distribution<float> normal(0.0f, scale);
   Bits16 out(n);
   for (auto& v : out) v = reference::narrow(normal(rng), dtype);
@@ -183,14 +183,14 @@ inline void require_epilogue_bytes(const EpilogueBytes& got, const reference::Ep
   const std::size_t n = std::size_t(tokens) * std::size_t(hidden);
   const std::string at = who.empty() ? who : who + " ";
   require_bits_equal(got.residual_out, want.residual_out, at + "residual_out", hidden);
-  if (config.quant == jit::Quant::none) {
+  if (config.mode.quant == Quant::none) {
     REQUIRE(got.out.size() == n * 2);
     std::vector<std::uint16_t> out(n);
     std::memcpy(out.data(), got.out.data(), n * 2);
     require_bits_equal(out, want.out, at + "out", hidden);
     return;
   }
-  const bool mx = jit::is_mxfp4(config.quant);
+  const bool mx = is_mxfp4(config.mode.quant);
   require_bits_equal(got.out, want.q, at + (mx ? "mxfp4 out" : "fp8 out"), mx ? hidden / 2 : hidden);
   if (!want.scale_bytes.empty()) {
     const std::size_t count = want.scale_bytes.size();
@@ -203,7 +203,7 @@ inline void require_epilogue_bytes(const EpilogueBytes& got, const reference::Ep
     std::memcpy(scales.data(), got.scales.data(), scales.size() * 4);
     require_scales_equal(scales, want.scales, at + "scales");
   }
-  if (jit::writes_mirror(config.quant)) require_bits_equal(got.mirror, want.mirror, at + "mirror", hidden);
+  if (writes_mirror(config.mode.quant)) require_bits_equal(got.mirror, want.mirror, at + "mirror", hidden);
 }
 
 }  // namespace arfuse::test

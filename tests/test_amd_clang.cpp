@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/jit/elf_file.hpp"
 #include "arfuse/jit/kernel_footprint.hpp"

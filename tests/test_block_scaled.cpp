@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/reference/block_scaled.hpp"
 #include "arfuse/reference/microscaling.hpp"
 #include "arfuse/reference/numerics.hpp"
@@ -15,8 +15,6 @@
 
 using namespace arfuse;
 using namespace arfuse::reference;
-using jit::ScaleFormat;
-using jit::ScaleLayout;
 
 namespace {
 const float kInf = std::numeric_limits<float>::infinity();
@@ -142,7 +140,7 @@ TEST_CASE("per-token-group FP8 on hand-worked rows", "[cpu][quant]") {
   const Bits16 y = bf16_row(values);
   GroupQuantConfig c;
   c.hidden = 64;
-  c.group = 32;
+  c.group_size = 32;
 
   SECTION("fp32 scales, row-major") {
     const auto o = group_quant(c, 2, y);
@@ -183,9 +181,9 @@ TEST_CASE("per-token-group FP8 on hand-worked rows", "[cpu][quant]") {
     CHECK(b.q == f.q);
   }
   SECTION("bad group sizes are refused") {
-    c.group = 48;
+    c.group_size = 48;
     CHECK_THROWS_AS(group_quant(c, 2, y), Error);
-    c.group = 128;  // does not divide 64
+    c.group_size = 128;  // does not divide 64
     CHECK_THROWS_AS(group_quant(c, 2, y), Error);
   }
 }
@@ -202,11 +200,11 @@ TEST_CASE("group FP8 with fp32 scales is the per-token quantiser when the group 
     const Bits16 y = bf16_row(row);
     GroupQuantConfig c;
     c.hidden = 128;
-    c.group = 128;
+    c.group_size = 128;
     const auto group = group_quant(c, 1, y);
     EpilogueConfig e;
     e.hidden = 128;
-    e.quant = jit::Quant::fp8;
+    e.mode.quant = Quant::fp8;
     std::vector<std::uint8_t> q;
     std::vector<float> scales;
     token_quant(e, 1, y, q, scales);
@@ -224,7 +222,7 @@ TEST_CASE("MXFP4 on hand-worked blocks", "[cpu][quant]") {
   values[32] = 1.0f, values[33] = 0.375f, values[34] = -0.0625f, values[35] = -0.03125f;
   // Block 2: a NaN -> scale NaN, elements 0.
   values[64] = 1.0f, values[65] = kNaN;
-  const auto o = mxfp4_quant(96, jit::DType::bf16, 1, bf16_row(values));
+  const auto o = mxfp4_quant(96, DType::bf16, 1, bf16_row(values));
   CHECK(o.scales == std::vector<std::uint8_t>{127, 125, kE8m0Nan});
   REQUIRE(o.packed.size() == 48);
   CHECK(o.packed[0] == (0x7 | 0x5 << 4));                         // 6, 3
@@ -251,15 +249,15 @@ TEST_CASE("MXFP4 shared exponents at the edges", "[cpu][quant]") {
   // A zero block keeps the signs of its zeros; a tiny block far below its scale rounds to zeros.
   std::vector<float> values(32, 0.0f);
   values[1] = -0.0f;
-  auto o = mxfp4_quant(32, jit::DType::bf16, 1, bf16_row(values));
+  auto o = mxfp4_quant(32, DType::bf16, 1, bf16_row(values));
   CHECK(o.scales[0] == 0);
   CHECK(o.packed[0] == (0x0 | 0x8 << 4));
   values.assign(32, std::ldexp(1.0f, -133));  // the smallest bf16 subnormal
   values[0] = std::ldexp(1.0f, 120);
-  o = mxfp4_quant(32, jit::DType::bf16, 1, bf16_row(values));
+  o = mxfp4_quant(32, DType::bf16, 1, bf16_row(values));
   CHECK(o.scales[0] == 118 + 127);
   CHECK(o.packed[0] == 0x06);  // 2^120 / 2^118 = 4, then 0
-  CHECK_THROWS_AS(mxfp4_quant(48, jit::DType::bf16, 1, Bits16(48)), Error);
+  CHECK_THROWS_AS(mxfp4_quant(48, DType::bf16, 1, Bits16(48)), Error);
 }
 
 TEST_CASE("the reference epilogue's block-scaled outputs quantise its own mirror", "[cpu][quant]") {
@@ -275,13 +273,12 @@ TEST_CASE("the reference epilogue's block-scaled outputs quantise its own mirror
   const int tokens = 5, hidden = 192;
   const Bits16 ar = random_bits(size_t(tokens) * hidden), residual = random_bits(size_t(tokens) * hidden),
                weight = random_bits(size_t(hidden));
-  for (ScaleFormat format : jit::all_scale_formats()) {
+  for (ScaleFormat format : all_scale_formats()) {
     for (ScaleLayout layout : {ScaleLayout::row_major, ScaleLayout::column_major}) {
       EpilogueConfig c;
-      c.hidden = hidden, c.quant = jit::Quant::fp8_group_mirror, c.group = 64, c.scale_format = format;
-      c.scale_layout = layout;
+      c.hidden = hidden, c.mode = EpilogueMode{Quant::fp8_group_mirror, Norm::rms, 64, format, layout};
       const auto e = epilogue(c, tokens, ar, residual, weight);
-      GroupQuantConfig g{hidden, 64, jit::DType::bf16, kFn, format, layout};
+      GroupQuantConfig g{hidden, 64, DType::bf16, kFn, format, layout};
       const auto direct = group_quant(g, tokens, e.mirror);
       CHECK(e.q == direct.q);
       CHECK(e.scales == direct.scales);
@@ -289,9 +286,9 @@ TEST_CASE("the reference epilogue's block-scaled outputs quantise its own mirror
     }
   }
   EpilogueConfig c;
-  c.hidden = hidden, c.quant = jit::Quant::mxfp4_mirror;
+  c.hidden = hidden, c.mode.quant = Quant::mxfp4_mirror;
   const auto e = epilogue(c, tokens, ar, residual, weight);
-  const auto direct = mxfp4_quant(hidden, jit::DType::bf16, tokens, e.mirror);
+  const auto direct = mxfp4_quant(hidden, DType::bf16, tokens, e.mirror);
   CHECK(e.q == direct.packed);
   CHECK(e.scale_bytes == direct.scales);
   CHECK(e.q.size() == size_t(tokens) * hidden / 2);

@@ -15,7 +15,7 @@
 #include <functional>
 #include <thread>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/setup/bootstrap.hpp"
 
 #include "support.hpp"

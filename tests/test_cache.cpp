@@ -16,10 +16,10 @@
 #include <thread>
 
 #include "arfuse/base/dynamic_library.hpp"
-#include "arfuse/base/error.hpp"
 #include "arfuse/base/system.hpp"
 #include "arfuse/cache/cache_key.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
+#include "arfuse/error.hpp"
 
 #include "support.hpp"
 

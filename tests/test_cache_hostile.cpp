@@ -14,8 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/error.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/spec_set.hpp"
 
 #include "support.hpp"

@@ -3,7 +3,7 @@
 // before any compile is attempted; the bench's own kernels compile too.
 #include <algorithm>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/jit/elf_file.hpp"
 #include "arfuse/jit/kernel_footprint.hpp"
@@ -105,10 +105,10 @@ TEST_CASE("NVRTC compiles every rmsnorm_quant and token_quant spec for sm_90, no
   for (Quant quant : all_quants()) {
     for (Norm norm : all_norms()) {
       KernelSpec s;
-      s.module = Module::rmsnorm_quant, s.hidden = hidden, s.dtype = dtype, s.quant = quant, s.norm = norm;
+      s.module = Module::rmsnorm_quant, s.hidden = hidden, s.dtype = dtype, s.mode.quant = quant, s.mode.norm = norm;
       // Block-scaled modes: the largest group that divides hidden, the scale formats in turn.
-      s.group = hidden % 128 == 0 ? 128 : hidden % 64 == 0 ? 64 : 32;
-      s.scale = all_scale_formats()[size_t(hidden / 8 + int(norm)) % all_scale_formats().size()];
+      s.mode.group_size = hidden % 128 == 0 ? 128 : hidden % 64 == 0 ? 64 : 32;
+      s.mode.scale_format = all_scale_formats()[size_t(hidden / 8 + int(norm)) % all_scale_formats().size()];
       CAPTURE(s.text());
       const CompiledCode code = nvrtc->compile(render(s));
       REQUIRE(code.payload.size() > 1000);
@@ -123,8 +123,8 @@ TEST_CASE("NVRTC compiles every rmsnorm_quant and token_quant spec for sm_90, no
   require_no_local_memory(token_quant);
   for (Quant quant : {Quant::fp8_group, Quant::mxfp4}) {
     KernelSpec gq = KernelSpec::parse("group_quant/h2048/bf16/mxfp4/sm_90");
-    gq.hidden = hidden, gq.dtype = dtype, gq.quant = quant, gq.group = hidden % 128 == 0 ? 128 : 32;
-    gq.scale = all_scale_formats()[size_t(hidden / 8) % all_scale_formats().size()];
+    gq.hidden = hidden, gq.dtype = dtype, gq.mode.quant = quant, gq.mode.group_size = hidden % 128 == 0 ? 128 : 32;
+    gq.mode.scale_format = all_scale_formats()[size_t(hidden / 8) % all_scale_formats().size()];
     CAPTURE(gq.text());
     const CompiledCode group_quant = nvrtc->compile(render(gq));
     REQUIRE(group_quant.payload.size() > 1000);

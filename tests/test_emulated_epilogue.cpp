@@ -72,8 +72,8 @@ void scale_by_warp(Bits16& input, const Case& c, std::mt19937& rng) {
 
 KernelSpec spec_of(const Case& c, Module module, Quant quant) {
   KernelSpec s;
-  s.module = module, s.hidden = c.hidden, s.dtype = c.dtype, s.quant = quant, s.norm = c.norm;
-  if (is_group_fp8(quant)) s.group = c.group, s.scale = c.scale_format;
+  s.module = module, s.hidden = c.hidden, s.dtype = c.dtype, s.mode = EpilogueMode{quant, c.norm};
+  if (is_group_fp8(quant)) s.mode.group_size = c.group, s.mode.scale_format = c.scale_format;
   s.target = Target::parse(c.target);
   return s;
 }
@@ -89,8 +89,8 @@ void check_epilogue(const Case& c) {
   Bits16 in = test::random_tensor(rng, n, c.dtype), residual = test::random_tensor(rng, n, c.dtype);
   Bits16 weight = test::random_tensor(rng, size_t(hidden), c.dtype, 0.5f);
   add_special_rows(in, tokens, hidden, c.dtype);
-  reference::EpilogueConfig config{hidden, c.dtype, c.quant, c.norm, 1e-5f, Target::parse(c.target)};
-  config.group = c.group, config.scale_format = c.scale_format, config.scale_layout = c.scale_layout;
+  const EpilogueMode mode{c.quant, c.norm, c.group, c.scale_format, c.scale_layout};
+  reference::EpilogueConfig config{hidden, c.dtype, mode, 1e-5f, Target::parse(c.target)};
   // Rows 6-9 probe the inverse norm (visible where y is: no quant, the mirror modes), the rest
   // are scaled by warp.
   test::plant_norm_probe_rows(config, kFirstProbeRow, kProbeRows, rng, in, residual, weight);
@@ -105,7 +105,7 @@ void check_epilogue(const Case& c) {
   auto out = test::poisoned<std::uint8_t>(out_bytes), scales = test::poisoned<std::uint8_t>(scale_count * 4);
 
   const EmulatedKernel kernel(spec_of(c, Module::rmsnorm_quant, c.quant));
-  const auto strides = detail::scale_strides(c.quant, c.group, c.scale_layout, tokens, hidden);
+  const auto strides = detail::scale_strides(mode, tokens, hidden);
   const void *in_p = in.data(), *residual_p = residual.data(), *weight_p = weight.data();
   void *residual_out_p = residual_out.data(), *out_p = out.data(), *scales_p = scales.data(), *mirror_p = mirror.data();
   float eps = 1e-5f;
@@ -185,9 +185,18 @@ namespace {
 void sweep_standalone(const std::string& target) {
   int ran = 0;
   for (const KernelSpec& s : default_specs({Target::parse(target)})) {
-    Case c{target, 11, s.hidden, s.dtype, s.quant, s.norm, s.group, s.scale, ScaleLayout::row_major};
+    Case c{target,
+           11,
+           s.hidden,
+           s.dtype,
+           s.mode.quant,
+           s.mode.norm,
+           s.mode.group_size,
+           s.mode.scale_format,
+           ScaleLayout::row_major};
     if (s.module == Module::token_quant) c.quant = Quant::fp8_mirror;
-    if (s.module == Module::group_quant) c.quant = is_mxfp4(s.quant) ? Quant::mxfp4_mirror : Quant::fp8_group_mirror;
+    if (s.module == Module::group_quant)
+      c.quant = is_mxfp4(s.mode.quant) ? Quant::mxfp4_mirror : Quant::fp8_group_mirror;
     if (s.module != Module::rmsnorm_quant && s.module != Module::token_quant && s.module != Module::group_quant)
       continue;
     check_epilogue(c);

@@ -65,8 +65,8 @@ void plant_order_probe(std::vector<Bits16>& inputs, std::vector<RankBuffers>& ra
 KernelSpec spec_of(const FusedCase& c) {
   KernelSpec s;
   s.module = c.epilogue ? Module::fused_ar : Module::allreduce;
-  s.hidden = c.hidden, s.dtype = c.dtype, s.quant = c.quant, s.norm = c.norm;
-  if (is_group_fp8(c.quant)) s.group = c.group, s.scale = c.scale_format;
+  s.hidden = c.hidden, s.dtype = c.dtype, s.mode = EpilogueMode{c.quant, c.norm};
+  if (is_group_fp8(c.quant)) s.mode.group_size = c.group, s.mode.scale_format = c.scale_format;
   s.world = c.world, s.stage = c.stage;
   s.target = Target::parse(c.target);
   return s;
@@ -118,7 +118,8 @@ std::vector<FusedArgs> prepare_ranks(const FusedCase& c, std::vector<RankBuffers
     b.out = test::poisoned<std::uint8_t>(sizes.out_bytes),
     b.scales = test::poisoned<std::uint8_t>(sizes.scale_count * 4);
   }
-  const auto strides = detail::scale_strides(c.quant, c.group, c.scale_layout, c.tokens, c.hidden);
+  const auto strides =
+      detail::scale_strides(EpilogueMode{c.quant, c.norm, c.group, c.scale_format, c.scale_layout}, c.tokens, c.hidden);
   std::vector<FusedArgs> args(ranks.size());
   for (size_t r = 0; r < ranks.size(); ++r) {
     FusedArgs& a = args[r];
@@ -148,8 +149,8 @@ void run_call(const FusedCase& c, const EmulatedKernel& kernel, std::vector<Rank
   if (world >= 3) plant_order_probe(inputs, ranks, residual, c.dtype);
   const Bits16 weight = test::random_tensor(rng, size_t(hidden), c.dtype, 0.5f);
   const Bits16 sum = reference::fold(inputs, c.dtype);
-  reference::EpilogueConfig config{hidden, c.dtype, c.quant, c.norm, 1e-5f, Target::parse(c.target)};
-  config.group = c.group, config.scale_format = c.scale_format, config.scale_layout = c.scale_layout;
+  const EpilogueMode mode{c.quant, c.norm, c.group, c.scale_format, c.scale_layout};
+  reference::EpilogueConfig config{hidden, c.dtype, mode, 1e-5f, Target::parse(c.target)};
   std::vector<FusedArgs> args = prepare_ranks(c, ranks, residual, weight);
   launch_ranks(kernel, args, grid, world);
   for (int r = 0; r < world; ++r) REQUIRE(ranks[size_t(r)].signal->error == 0u);
@@ -277,8 +278,8 @@ void sweep_fused(const std::string& target) {
   int ran = 0;
   for (const KernelSpec& s : default_specs({Target::parse(target)})) {
     if (s.module != Module::fused_ar && s.module != Module::allreduce) continue;
-    check_fused({target, s.world, s.stage, 7, s.hidden, s.dtype, s.quant, s.norm, s.module == Module::fused_ar, s.group,
-                 s.scale},
+    check_fused({target, s.world, s.stage, 7, s.hidden, s.dtype, s.mode.quant, s.mode.norm,
+                 s.module == Module::fused_ar, s.mode.group_size, s.mode.scale_format},
                 2, 1);
     ++ran;
   }

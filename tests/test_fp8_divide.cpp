@@ -13,7 +13,6 @@
 #include "support.hpp"
 
 using namespace arfuse;
-using jit::DType;
 using jit::Fp8Format;
 
 namespace {

@@ -74,7 +74,7 @@ void check_rmsnorm_quant(Context& ctx, const EpilogueCase& c) {
   Bits16 ar = test::random_tensor(rng, n, c.dtype), residual = test::random_tensor(rng, n, c.dtype);
   Bits16 weight = test::random_tensor(rng, size_t(hidden), c.dtype, 0.5f);
   add_special_rows(ar, tokens, hidden, c.dtype);
-  reference::EpilogueConfig config{hidden, c.dtype, c.quant, c.norm, 1e-5f, ctx.device().target()};
+  reference::EpilogueConfig config{hidden, c.dtype, EpilogueMode{c.quant, c.norm}, 1e-5f, ctx.device().target()};
   plant_probe_rows(config, tokens, rng, ar, residual, weight);
   const auto expected = reference::epilogue(config, tokens, ar, residual, weight);
 
@@ -101,7 +101,7 @@ void check_rmsnorm_quant(Context& ctx, const EpilogueCase& c) {
   args.weight = d_weight.get(), args.eps = 1e-5f, args.out = d_out.get(),
   args.scales = static_cast<float*>(d_scales.get());
   args.mirror = d_mirror.get(), args.tokens = tokens, args.hidden = hidden;
-  args.dtype = c.dtype, args.quant = c.quant, args.norm = c.norm, args.pdl = c.pdl;
+  args.dtype = c.dtype, args.mode.quant = c.quant, args.mode.norm = c.norm, args.pdl = c.pdl;
   rmsnorm_quant(ctx, args, stream);
   // Contract step 8: token_quant of the mirror reproduces the fused bytes and scales (with PDL
   // it waits for rmsnorm_quant's mirror itself).
@@ -144,14 +144,15 @@ void check_block_scaled(Context& ctx, const BlockScaledCase& c) {
   Bits16 ar = test::random_tensor(rng, n, c.dtype), residual = test::random_tensor(rng, n, c.dtype);
   Bits16 weight = test::random_tensor(rng, size_t(hidden), c.dtype, 0.5f);
   add_special_rows(ar, tokens, hidden, c.dtype);
-  reference::EpilogueConfig config{hidden, c.dtype, c.quant, c.norm, 1e-5f, ctx.device().target()};
-  config.group = c.group, config.scale_format = c.scale_format, config.scale_layout = c.scale_layout;
+  reference::EpilogueConfig config{hidden, c.dtype, EpilogueMode{c.quant, c.norm}, 1e-5f, ctx.device().target()};
+  config.mode.group_size = c.group, config.mode.scale_format = c.scale_format,
+  config.mode.scale_layout = c.scale_layout;
   plant_probe_rows(config, tokens, rng, ar, residual, weight);
   const auto expected = reference::epilogue(config, tokens, ar, residual, weight);
 
   const bool mx = is_mxfp4(c.quant);
   const size_t out_bytes = mx ? n / 2 : n;
-  const size_t groups = size_t(tokens) * size_t(hidden / (mx ? kMxBlock : c.group));
+  const size_t groups = size_t(tokens) * size_t(hidden / (mx ? kMxBlockSize : c.group));
   const bool byte_scales = mx || c.scale_format == ScaleFormat::e8m0;
   DeviceBuffer d_in(ctx.device(), n * 2), d_res(ctx.device(), n * 2), d_res_out(ctx.device(), n * 2),
       d_weight(ctx.device(), size_t(hidden) * 2), d_out(ctx.device(), out_bytes), d_scales(ctx.device(), groups * 4),
@@ -163,8 +164,8 @@ void check_block_scaled(Context& ctx, const BlockScaledCase& c) {
   args.input = d_in.get(), args.residual_in = d_res.get(), args.residual_out = d_res_out.get();
   args.weight = d_weight.get(), args.eps = 1e-5f, args.out = d_out.get(), args.scales = d_scales.get();
   args.mirror = d_mirror.get(), args.tokens = tokens, args.hidden = hidden;
-  args.dtype = c.dtype, args.quant = c.quant, args.norm = c.norm;
-  args.group = c.group, args.scale_format = c.scale_format, args.scale_layout = c.scale_layout;
+  args.dtype = c.dtype, args.mode.quant = c.quant, args.mode.norm = c.norm;
+  args.mode.group_size = c.group, args.mode.scale_format = c.scale_format, args.mode.scale_layout = c.scale_layout;
   rmsnorm_quant(ctx, args, stream);
   stream.synchronize();
 
@@ -175,8 +176,8 @@ void check_block_scaled(Context& ctx, const BlockScaledCase& c) {
     d_q2.fill(kPoison), d_s2.fill(kPoison);
     GroupQuantArgs gq;
     gq.input = d_mirror.get(), gq.out = d_q2.get(), gq.scales = d_s2.get(), gq.tokens = tokens, gq.hidden = hidden;
-    gq.dtype = c.dtype, gq.quant = mx ? Quant::mxfp4 : Quant::fp8_group, gq.group = c.group;
-    gq.scale_format = c.scale_format, gq.scale_layout = c.scale_layout;
+    gq.dtype = c.dtype, gq.mode.quant = mx ? Quant::mxfp4 : Quant::fp8_group, gq.mode.group_size = c.group;
+    gq.mode.scale_format = c.scale_format, gq.mode.scale_layout = c.scale_layout;
     group_quant(ctx, gq, stream);
     stream.synchronize();
     test::require_bits_equal(d_q2.download<std::uint8_t>(out_bytes), expected.q, "group_quant(mirror)",
@@ -272,14 +273,15 @@ TEST_CASE("a graph of producer, programmatic rmsnorm_quant and group_quant repla
   RmsnormQuantArgs args;
   args.input = d_in.get(), args.residual_in = d_res.get(), args.residual_out = d_res_out.get();
   args.weight = d_weight.get(), args.out = d_out.get(), args.scales = d_scales.get(), args.mirror = d_mirror.get();
-  args.tokens = tokens, args.hidden = hidden, args.quant = Quant::fp8_group_mirror, args.group = group;
+  args.tokens = tokens, args.hidden = hidden, args.mode.quant = Quant::fp8_group_mirror, args.mode.group_size = group;
   args.pdl = true;
   GroupQuantArgs gq;
   gq.input = d_mirror.get(), gq.out = d_q2.get(), gq.scales = d_s2.get(), gq.tokens = tokens, gq.hidden = hidden;
-  gq.group = group, gq.pdl = true;
+  gq.mode.group_size = group, gq.pdl = true;
   // Loaded before the capture: a module load is no stream work.
-  ctx.kernel(ctx.spec(Module::rmsnorm_quant, hidden, DType::bf16, Quant::fp8_group_mirror, Norm::rms, 1, 1, group));
-  ctx.kernel(ctx.spec(Module::group_quant, hidden, DType::bf16, Quant::fp8_group, Norm::rms, 1, 1, group));
+  ctx.kernel(
+      ctx.spec(Module::rmsnorm_quant, hidden, DType::bf16, EpilogueMode{Quant::fp8_group_mirror, Norm::rms, group}));
+  ctx.kernel(ctx.spec(Module::group_quant, hidden, DType::bf16, EpilogueMode{Quant::fp8_group, Norm::rms, group}));
   Graph graph(stream, [&] {
     testing::launch_producer(producer, d_source.get(), d_in.get(), n * 2, stream);
     rmsnorm_quant(ctx, args, stream);
@@ -288,9 +290,9 @@ TEST_CASE("a graph of producer, programmatic rmsnorm_quant and group_quant repla
   for (int replay = 0; replay < 3; ++replay) {
     CAPTURE(replay);
     const Bits16 ar = test::random_tensor(rng, n, DType::bf16);
-    reference::EpilogueConfig config{hidden,    DType::bf16, Quant::fp8_group_mirror,
-                                     Norm::rms, 1e-6f,       ctx.device().target()};
-    config.group = group;
+    reference::EpilogueConfig config{hidden, DType::bf16, EpilogueMode{Quant::fp8_group_mirror, Norm::rms}, 1e-6f,
+                                     ctx.device().target()};
+    config.mode.group_size = group;
     const auto expected = reference::epilogue(config, tokens, ar, residual, weight);
     d_source.upload(ar);
     for (auto* b : {&d_in, &d_res_out, &d_out, &d_scales, &d_mirror, &d_q2, &d_s2}) b->fill(kPoison);
@@ -309,7 +311,7 @@ TEST_CASE("rmsnorm_quant: more rows than resident blocks, and in place", "[gpu][
                               std::pair<int, int>{1001, 5120}, std::pair<int, int>{777, 7176});
   Context& ctx = gpu_context();
   const EpilogueCase c{shape.first, shape.second, DType::bf16, quant, Norm::gemma, in_place};
-  const auto& kernel = ctx.kernel(ctx.spec(Module::rmsnorm_quant, c.hidden, c.dtype, c.quant, c.norm));
+  const auto& kernel = ctx.kernel(ctx.spec(Module::rmsnorm_quant, c.hidden, c.dtype, EpilogueMode{c.quant, c.norm}));
   REQUIRE(c.tokens > kernel.max_blocks_per_multiprocessor * ctx.device().multiprocessors());
   check_rmsnorm_quant(ctx, c);
 }

@@ -14,13 +14,14 @@ TEST_CASE("a kernel's footprint and blocks per SM read from its cubin are the dr
   for (const int hidden : {2048, 2880, 6144, 8192}) {
     const int group = hidden % 128 == 0 ? 128 : 32;
     for (const Quant quant : {Quant::none, Quant::fp8, Quant::fp8_group, Quant::mxfp4, Quant::fp8_mirror}) {
-      specs.push_back(ctx.spec(Module::rmsnorm_quant, hidden, DType::bf16, quant, Norm::rms, 1, 1, group));
+      specs.push_back(ctx.spec(Module::rmsnorm_quant, hidden, DType::bf16, EpilogueMode{quant, Norm::rms, group}));
       for (const int world : {2, 4, 8}) {
         for (const int stage : {1, 2})
-          specs.push_back(ctx.spec(Module::fused_ar, hidden, DType::bf16, quant, Norm::rms, world, stage, group));
+          specs.push_back(
+              ctx.spec(Module::fused_ar, hidden, DType::bf16, EpilogueMode{quant, Norm::rms, group}, world, stage));
       }
     }
-    specs.push_back(ctx.spec(Module::allreduce, hidden, DType::bf16, Quant::none, Norm::rms, 2, 1));
+    specs.push_back(ctx.spec(Module::allreduce, hidden, DType::bf16, EpilogueMode{Quant::none, Norm::rms}, 2, 1));
   }
   for (const KernelSpec& spec : specs) {
     const auto& k = ctx.kernel(spec);

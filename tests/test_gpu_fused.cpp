@@ -8,7 +8,7 @@
 #include <limits>
 #include <memory>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/epilogue.hpp"
 #include "arfuse/runtime/group.hpp"
 
@@ -69,7 +69,8 @@ struct VirtualGroup {
     auto& b = ranks[size_t(r)];
     a.input = b.input.get(), a.residual_in = b.residual.get(), a.residual_out = b.residual_out.get();
     a.weight = b.weight.get(), a.eps = 1e-6f, a.out = b.out.get(), a.scales = static_cast<float*>(b.scales.get());
-    a.mirror = b.mirror.get(), a.tokens = tokens, a.hidden = hidden, a.dtype = dtype, a.quant = quant, a.norm = norm;
+    a.mirror = b.mirror.get(), a.tokens = tokens, a.hidden = hidden, a.dtype = dtype, a.mode.quant = quant,
+    a.mode.norm = norm;
     return a;
   }
   void poison() {
@@ -84,7 +85,7 @@ struct VirtualGroup {
 AllreduceRmsnormArgs VirtualGroup::args(int r, const Case& c) {
   AllreduceRmsnormArgs a = args(r, c.tokens, c.hidden, c.dtype, c.quant, c.norm);
   a.scales = ranks[size_t(r)].scales.get();
-  a.group = c.group, a.scale_format = c.scale_format, a.scale_layout = c.scale_layout;
+  a.mode.group_size = c.group, a.mode.scale_format = c.scale_format, a.mode.scale_layout = c.scale_layout;
   return a;
 }
 
@@ -109,8 +110,10 @@ VirtualGroup& group_of(int world) {
 }
 
 reference::EpilogueConfig config_of(VirtualGroup& g, const Case& c) {
-  reference::EpilogueConfig config{c.hidden, c.dtype, c.quant, c.norm, 1e-6f, g.group->rank(0).device().target()};
-  config.group = c.group, config.scale_format = c.scale_format, config.scale_layout = c.scale_layout;
+  reference::EpilogueConfig config{c.hidden, c.dtype, EpilogueMode{c.quant, c.norm}, 1e-6f,
+                                   g.group->rank(0).device().target()};
+  config.mode.group_size = c.group, config.mode.scale_format = c.scale_format,
+  config.mode.scale_layout = c.scale_layout;
   return config;
 }
 
@@ -347,8 +350,8 @@ TEST_CASE("10,000 consecutive calls with changing data stay exact", "[gpu][fused
   }
   g.sync();
   g.group->force_stage(std::nullopt);
-  reference::EpilogueConfig config{hidden,    DType::bf16, Quant::none,
-                                   Norm::rms, 1e-6f,       g.group->rank(0).device().target()};
+  reference::EpilogueConfig config{hidden, DType::bf16, EpilogueMode{Quant::none, Norm::rms}, 1e-6f,
+                                   g.group->rank(0).device().target()};
   Bits16 out;
   for (int i = 0; i < calls; ++i) {
     auto e = reference::epilogue(config, tokens, reference::fold(inputs, DType::bf16), residual, weight);
@@ -415,8 +418,10 @@ TEST_CASE("a rank whose call differs gives CallMismatch naming both calls, write
   if (differs == "quant") other.quant = Quant::none;
   if (differs == "norm") other.norm = Norm::gemma;
   for (int r = 0; r < world; ++r) {
-    g.group->rank(r).prepare(base.hidden, base.dtype, base.quant, base.norm, base.group, base.scale_format);
-    g.group->rank(r).prepare(other.hidden, other.dtype, other.quant, other.norm, other.group, other.scale_format);
+    g.group->rank(r).prepare(base.hidden, base.dtype,
+                             EpilogueMode{base.quant, base.norm, base.group, base.scale_format});
+    g.group->rank(r).prepare(other.hidden, other.dtype,
+                             EpilogueMode{other.quant, other.norm, other.group, other.scale_format});
   }
   g.poison();
   const auto start = std::chrono::steady_clock::now();

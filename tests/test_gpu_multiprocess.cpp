@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/epilogue.hpp"
 #include "arfuse/runtime/group.hpp"
 #include "arfuse/runtime/setup/nccl.hpp"
@@ -259,7 +259,7 @@ TEST_CASE("NCCL path: a group of one rank runs NCCL's all-reduce and the epilogu
     AllreduceRmsnormArgs a;
     a.input = in.get(), a.residual_in = res.get(), a.residual_out = res_out.get(), a.weight = w.get();
     a.out = out.get(), a.scales = static_cast<float*>(scales.get()), a.mirror = mirror.get();
-    a.tokens = s.tokens, a.hidden = s.hidden, a.dtype = s.dtype, a.quant = s.quant, a.norm = s.norm;
+    a.tokens = s.tokens, a.hidden = s.hidden, a.dtype = s.dtype, a.mode.quant = s.quant, a.mode.norm = s.norm;
     me.allreduce_rmsnorm(a, stream);
     AllreduceArgs p;
     p.input = in.get(), p.out = sum.get(), p.tokens = s.tokens, p.hidden = s.hidden, p.dtype = s.dtype;
@@ -267,7 +267,7 @@ TEST_CASE("NCCL path: a group of one rank runs NCCL's all-reduce and the epilogu
     stream.synchronize();
     REQUIRE(me.last_path() == Path::nccl);
     // A sum over one rank is that rank's input; the epilogue on it follows the contract exactly.
-    reference::EpilogueConfig config{s.hidden, s.dtype, s.quant, s.norm, 1e-6f, d.target()};
+    reference::EpilogueConfig config{s.hidden, s.dtype, EpilogueMode{s.quant, s.norm}, 1e-6f, d.target()};
     const auto e = reference::epilogue(config, s.tokens, input, residual, weight);
     test::require_bits_equal(sum.download<std::uint16_t>(n), input, "NCCL all-reduce of one rank", s.hidden);
     test::require_device_epilogue({res_out, out, scales, mirror}, e, config, s.tokens);

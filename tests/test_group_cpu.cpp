@@ -3,8 +3,8 @@
 #include <memory>
 #include <type_traits>
 
-#include "arfuse/base/error.hpp"
 #include "arfuse/base/load_once.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/call_check.hpp"
 #include "arfuse/runtime/group.hpp"
 #include "arfuse/templates/signal.cuh"
@@ -22,7 +22,7 @@ AllreduceRmsnormArgs good_args() {
   AllreduceRmsnormArgs a;
   a.input = buffers[0], a.residual_in = buffers[1], a.residual_out = buffers[2], a.weight = buffers[3];
   a.out = buffers[4], a.scales = reinterpret_cast<float*>(buffers[5]), a.mirror = buffers[5];
-  a.tokens = 16, a.hidden = 6144, a.quant = jit::Quant::fp8_mirror;
+  a.tokens = 16, a.hidden = 6144, a.mode.quant = Quant::fp8_mirror;
   return a;
 }
 
@@ -47,7 +47,7 @@ TEST_CASE("fused call arguments are validated with messages that name them", "[c
   REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("residual_in is null"));
   a = good_args(), a.mirror = nullptr;
   REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("mirror is null") && Contains("fp8_mirror"));
-  a = good_args(), a.quant = jit::Quant::fp8, a.mirror = nullptr;
+  a = good_args(), a.mode.quant = Quant::fp8, a.mirror = nullptr;
   REQUIRE_NOTHROW(validate_args(a, 512, 8192));
   a.scales = nullptr;
   REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("scales is null") && Contains("quant fp8"));
@@ -184,14 +184,14 @@ TEST_CASE("flag epochs compare by wrapped 13-bit difference, whatever call rides
 }
 
 TEST_CASE("a call descriptor names every quant mode in a CallMismatch message", "[cpu][mismatch]") {
-  for (auto quant : jit::all_quants()) {
-    CAPTURE(jit::to_string(quant));
-    const auto d = call_descriptor(12, 7168, true, unsigned(quant), 1, 2, true, jit::is_group_fp8(quant) ? 128 : 0);
-    const std::string group = jit::is_group_fp8(quant) ? " (group 128, f32 scales)" : "";
-    CHECK_THAT(describe_call(d), Contains(std::string("quant ") + jit::to_string(quant) + group + ", norm gemma"));
+  for (auto quant : all_quants()) {
+    CAPTURE(to_string(quant));
+    const auto d = call_descriptor(12, 7168, true, unsigned(quant), 1, 2, true, is_group_fp8(quant) ? 128 : 0);
+    const std::string group = is_group_fp8(quant) ? " (group 128, f32 scales)" : "";
+    CHECK_THAT(describe_call(d), Contains(std::string("quant ") + to_string(quant) + group + ", norm gemma"));
   }
   CHECK_THAT(describe_call(call_descriptor(3, 2048, false, 0, 0, 1, false)), Contains("plain all-reduce"));
-  CHECK_THAT(describe_call(call_descriptor(12, 7168, true, unsigned(jit::Quant::fp8_group), 0, 1, true, 64, 2)),
+  CHECK_THAT(describe_call(call_descriptor(12, 7168, true, unsigned(Quant::fp8_group), 0, 1, true, 64, 2)),
              Contains("quant fp8_group (group 64, e8m0 scales), norm rms"));
 }
 

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/device/backend.hpp"
 #include "arfuse/runtime/device/hip_runtime.hpp"
 

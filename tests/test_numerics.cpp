@@ -90,14 +90,14 @@ TEST_CASE("e4m3fnuz conversion: max 240, no negative zero, NaN 0x80", "[cpu][num
 TEST_CASE("the reference fold is strictly in rank order and rounds once", "[cpu][numerics]") {
   // bf16: 256 + 1 + 1 in f32 is 258 exactly; rounding after each add would give 256.
   const std::uint16_t big = float_to_bf16(256.0f), one = float_to_bf16(1.0f);
-  CHECK(bf16_to_float(fold({{big}, {one}, {one}}, jit::DType::bf16)[0]) == 258.0f);
+  CHECK(bf16_to_float(fold({{big}, {one}, {one}}, DType::bf16)[0]) == 258.0f);
   // -0 + -0 stays -0 (the fold starts from x0, not from +0).
-  CHECK(fold({{0x8000}, {0x8000}}, jit::DType::bf16)[0] == 0x8000);
+  CHECK(fold({{0x8000}, {0x8000}}, DType::bf16)[0] == 0x8000);
 }
 
 TEST_CASE("the reference epilogue: zero rows, scales and the mirror", "[cpu][numerics]") {
   EpilogueConfig c;
-  c.hidden = 64, c.dtype = jit::DType::bf16, c.quant = jit::Quant::fp8_mirror;
+  c.hidden = 64, c.dtype = DType::bf16, c.mode.quant = Quant::fp8_mirror;
   Bits16 zeros(64, 0), weight(64, float_to_bf16(1.0f));
   auto o = epilogue(c, 1, zeros, zeros, weight);
   CHECK(o.scales[0] == 1.0f);  // amax 0 -> scale 1

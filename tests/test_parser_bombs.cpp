@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "arfuse/base/bounded_json.hpp"
-#include "arfuse/base/error.hpp"
 #include "arfuse/cache/disk_cache.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/elf_file.hpp"
 #include "arfuse/jit/kernel_footprint.hpp"
 #include "arfuse/jit/tuning.hpp"

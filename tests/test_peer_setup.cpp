@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/group.hpp"
 #include "arfuse/runtime/setup/nccl.hpp"
 #include "arfuse/runtime/setup/peer_setup.hpp"
@@ -136,7 +136,7 @@ TEST_CASE("ranks that disagree on the group's options are refused on every rank,
   const std::vector<Mismatch> mismatches = {
       {"max_tokens", [](GroupOptions& o) { o.max_tokens = 1024; }},
       {"max_hidden", [](GroupOptions& o) { o.max_hidden = 6144; }},
-      {"the dtype", [](GroupOptions& o) { o.dtype = jit::DType::f16; }},
+      {"the dtype", [](GroupOptions& o) { o.dtype = DType::f16; }},
       {"the transport", [](GroupOptions& o) { o.transport = Transport::custom; }},
       {"the timeout", [](GroupOptions& o) { o.timeout = milliseconds(100); }},
   };
@@ -145,7 +145,7 @@ TEST_CASE("ranks that disagree on the group's options are refused on every rank,
     const auto errors = on_threads(3, [&](Bootstrap& b) {
       std::shared_ptr<Bootstrap> shared(&b, [](Bootstrap*) {});
       GroupOptions o;
-      o.devices = {0}, o.bootstrap = shared, o.max_tokens = 512, o.max_hidden = 8192, o.dtype = jit::DType::bf16;
+      o.devices = {0}, o.bootstrap = shared, o.max_tokens = 512, o.max_hidden = 8192, o.dtype = DType::bf16;
       if (b.rank() == 2) m.change(o);
       Group group(o);
     });

@@ -4,8 +4,8 @@
 #include <map>
 #include <set>
 
-#include "arfuse/base/error.hpp"
 #include "arfuse/base/settings.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/plan/plan.hpp"
 
 #include "support.hpp"
@@ -29,8 +29,8 @@ Topology gpus(int world, int ranks_per_device, bool peer_access, bool nccl) {
   return t;
 }
 
-CallShape fused(int tokens, int hidden, jit::Quant quant = jit::Quant::fp8) {
-  return CallShape{true, tokens, hidden, jit::DType::bf16, quant, jit::Norm::gemma};
+CallShape fused(int tokens, int hidden, Quant quant = Quant::fp8) {
+  return CallShape{true, tokens, hidden, DType::bf16, quant, Norm::gemma};
 }
 
 }  // namespace
@@ -64,8 +64,7 @@ TEST_CASE("W GPUs with peer access: thresholds per world size, plain all-reduce 
   CHECK(policy.two_stage_min_bytes == 4194304);  // default W = 2
   CHECK(plan_call(t, policy, fused(341, 6144)).path == Path::one_stage);
   CHECK(plan_call(t, policy, fused(342, 6144)).path == Path::two_stage);  // 4,202,496 bytes
-  const Plan plain =
-      plan_call(t, policy, CallShape{false, 16, 4096, jit::DType::f16, jit::Quant::fp8, jit::Norm::gemma});
+  const Plan plain = plan_call(t, policy, CallShape{false, 16, 4096, DType::f16, Quant::fp8, Norm::gemma});
   CHECK(plain.spec.text() == "allreduce/h4096/f16/w2/s1/sm_90");  // quant and norm do not apply
   CHECK(plain.grid(2) == 16);
 }
@@ -73,7 +72,7 @@ TEST_CASE("W GPUs with peer access: thresholds per world size, plain all-reduce 
 TEST_CASE("GPUs without peer access take NCCL, or are refused without it", "[cpu][plan]") {
   const Topology with_nccl = gpus(4, 1, false, true);
   const auto policy = StagePolicy::resolve(jit::TuningTable::embedded_default(), with_nccl);
-  const Plan p = plan_call(with_nccl, policy, fused(64, 6144, jit::Quant::fp8_mirror));
+  const Plan p = plan_call(with_nccl, policy, fused(64, 6144, Quant::fp8_mirror));
   CHECK(p.path == Path::nccl);
   CHECK(p.has_kernel);
   CHECK(p.spec.text() == "rmsnorm_quant/h6144/bf16/fp8_mirror/gemma/sm_90");  // the epilogue after NCCL's sum
@@ -121,13 +120,13 @@ TEST_CASE("packed specs tell every kernel apart like the canonical text does", "
   std::set<std::string> texts;
   for (auto module : jit::all_modules())
     for (int hidden : {8, 4096, 6144, kMaxHidden})
-      for (auto dtype : jit::all_dtypes())
-        for (auto quant : jit::all_quants())
-          for (auto norm : jit::all_norms())
+      for (auto dtype : all_dtypes())
+        for (auto quant : all_quants())
+          for (auto norm : all_norms())
             for (int world : {2, 4, 8})
               for (int stage : {1, 2}) {
                 jit::KernelSpec s;
-                s.module = module, s.hidden = hidden, s.dtype = dtype, s.quant = quant, s.norm = norm;
+                s.module = module, s.hidden = hidden, s.dtype = dtype, s.mode.quant = quant, s.mode.norm = norm;
                 s.world = world, s.stage = stage;
                 auto [it, inserted] = seen.emplace(s.packed(), s.text());
                 CHECK(it->second == s.text());  // one number, one kernel

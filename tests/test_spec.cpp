@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/block_shape.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 #include "arfuse/jit/spec_set.hpp"
@@ -26,7 +26,7 @@ TEST_CASE("spec text and JSON forms round-trip for every module", "[cpu][spec]")
 
 TEST_CASE("unused fields do not make specs differ", "[cpu][spec]") {
   KernelSpec a = KernelSpec::parse("token_quant/h6144/bf16/sm_90"), b = a;
-  b.norm = Norm::gemma, b.quant = Quant::fp8, b.world = 4;
+  b.mode.norm = Norm::gemma, b.mode.quant = Quant::fp8, b.world = 4;
   CHECK(a == b);
   CHECK(b.canonical().world == 1);
 }
@@ -132,21 +132,21 @@ TEST_CASE("spec sets expand as cartesian products and reject bad configs with th
 
 TEST_CASE("block-scaled modes: text, JSON and packed forms carry the group size and scale format", "[cpu][spec]") {
   const auto g = KernelSpec::parse("fused_ar/h7168/bf16/fp8_group/g128/ue8m0_f32/rms/w8/s1/sm_90");
-  CHECK(g.quant == Quant::fp8_group);
-  CHECK(g.group == 128);
-  CHECK(g.scale == ScaleFormat::ue8m0_f32);
+  CHECK(g.mode.quant == Quant::fp8_group);
+  CHECK(g.mode.group_size == 128);
+  CHECK(g.mode.scale_format == ScaleFormat::ue8m0_f32);
   CHECK(g.text() == "fused_ar/h7168/bf16/fp8_group/g128/ue8m0_f32/rms/w8/s1/sm_90");
   CHECK(KernelSpec::from_json(g.json()) == g);
-  CHECK(g.json()["group"] == 128);
-  CHECK(g.json()["scale"] == "ue8m0_f32");
+  CHECK(g.json()["group_size"] == 128);
+  CHECK(g.json()["scale_format"] == "ue8m0_f32");
   const auto mx = KernelSpec::parse("rmsnorm_quant/h2880/f16/mxfp4_mirror/gemma/sm_90");
-  CHECK(mx.group == 0);  // MXFP4's blocks are always 32: no field
+  CHECK(mx.canonical().mode.group_size == 0);  // MXFP4's blocks are always 32: no field
   CHECK(mx.text() == "rmsnorm_quant/h2880/f16/mxfp4_mirror/gemma/sm_90");
   CHECK(KernelSpec::from_json(mx.json()) == mx);
   // A group size or format set on a mode without groups is not part of the spec.
   KernelSpec plain = KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8/rms/sm_90");
   KernelSpec with_group = plain;
-  with_group.group = 64, with_group.scale = ScaleFormat::e8m0;
+  with_group.mode.group_size = 64, with_group.mode.scale_format = ScaleFormat::e8m0;
   CHECK(with_group == plain);
   CHECK(with_group.packed() == plain.packed());
   // Every group size and scale format packs apart.
@@ -154,7 +154,7 @@ TEST_CASE("block-scaled modes: text, JSON and packed forms carry the group size 
   for (int group : {32, 64, 128}) {
     for (ScaleFormat f : all_scale_formats()) {
       KernelSpec s = g;
-      s.group = group, s.scale = f;
+      s.mode.group_size = group, s.mode.scale_format = f;
       CHECK(seen.insert(s.packed()).second);
     }
   }
@@ -181,13 +181,13 @@ TEST_CASE("block-scaled modes: bad group sizes and hidden sizes are named", "[cp
                                    sm90),
                     Contains("$.specs[0]") && Contains("does not divide"));
   set = parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "fused_ar", "hidden": 7168, "dtype": "bf16",
-      "quant": "fp8_group", "group": [64, 128], "scale": ["f32", "e8m0"], "norm": "rms", "world": 4, "stage": 1}]})"),
+      "quant": "fp8_group", "group_size": [64, 128], "scale_format": ["f32", "e8m0"], "norm": "rms", "world": 4, "stage": 1}]})"),
                        sm90);
   CHECK(set.specs.size() == 4);
   // group_quant takes fp8_group and mxfp4 only: named with another mode, a clear error.
   CHECK(KernelSpec::parse("group_quant/h7168/bf16/fp8_group/g128/e8m0/sm_90").text() ==
         "group_quant/h7168/bf16/fp8_group/g128/e8m0/sm_90");
-  CHECK(KernelSpec::parse("group_quant/h2880/f16/mxfp4/sm_90").quant == Quant::mxfp4);
+  CHECK(KernelSpec::parse("group_quant/h2880/f16/mxfp4/sm_90").mode.quant == Quant::mxfp4);
   CHECK_THROWS_WITH(KernelSpec::parse("group_quant/h7168/bf16/fp8/sm_90"), Contains("fp8_group or mxfp4"));
   CHECK_THROWS_WITH(
       parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "group_quant", "quant": "fp8"}]})"), sm90),

@@ -1,7 +1,7 @@
 // [cpu] run_process, the seam the clang back end runs its compiler through: output collected,
 // exit codes kept, a program that hangs is killed at its timeout, one that is missing is an Error.
-#include "arfuse/base/error.hpp"
 #include "arfuse/base/subprocess.hpp"
+#include "arfuse/error.hpp"
 
 #include "support.hpp"
 

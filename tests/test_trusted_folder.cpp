@@ -13,11 +13,11 @@
 #include <fstream>
 #include <string>
 
-#include "arfuse/base/error.hpp"
 #include "arfuse/base/system.hpp"
 #include "arfuse/base/trusted_folder.hpp"
 #include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/setup/bootstrap.hpp"
 
 #include "support.hpp"

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/reference/model.hpp"
 #include "arfuse/runtime/epilogue.hpp"
@@ -30,8 +30,6 @@
 
 namespace arfuse::tools {
 
-using jit::DType;
-using jit::Quant;
 using reference::Bits16;
 
 namespace {
@@ -112,7 +110,7 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       struct Set {
         DeviceBuffer in, res, res_out, out, scales, mirror;
       };
-      const bool mirror = jit::writes_mirror(q);
+      const bool mirror = writes_mirror(q);
       std::vector<Set> sets;
       DeviceBuffer weight(ctx.device(), std::size_t(s.hidden) * 2);
       weight.upload(w);
@@ -129,7 +127,7 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
         a.input = set.in.get(), a.residual_in = set.res.get(), a.residual_out = set.res_out.get(),
         a.weight = weight.get();
         a.out = set.out.get(), a.scales = set.scales.get(), a.tokens = s.tokens, a.hidden = s.hidden;
-        a.quant = q, a.group = kBenchGroupSize, a.mirror = mirror ? set.mirror.get() : nullptr;
+        a.mode = bench_mode(q), a.mirror = mirror ? set.mirror.get() : nullptr;
         return a;
       };
       Stream stream(ctx.device());
@@ -138,8 +136,7 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       row.t = time_graphs(
           ctx.device(), streams, [&](int, int c) { rmsnorm_quant(ctx, args_for(c), stream); }, replays, runs);
       stream.synchronize();
-      reference::EpilogueConfig config{s.hidden, DType::bf16, q, jit::Norm::rms, 1e-6f, ctx.device().target()};
-      config.group = kBenchGroupSize;
+      reference::EpilogueConfig config{s.hidden, DType::bf16, bench_mode(q), 1e-6f, ctx.device().target()};
       const auto e = reference::epilogue(config, s.tokens, in, res, w);
       // Set 0's outputs against the reference.
       auto check_outputs = [&](Row& checked) {
@@ -155,8 +152,8 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       rmsnorm_quant(ctx, args_for(0), stream);
       stream.synchronize();
       check_outputs(row);
-      row.resources = describe_resources(ctx.kernel(
-          ctx.spec(jit::Module::rmsnorm_quant, s.hidden, DType::bf16, q, jit::Norm::rms, 1, 1, kBenchGroupSize)));
+      row.resources =
+          describe_resources(ctx.kernel(ctx.spec(jit::Module::rmsnorm_quant, s.hidden, DType::bf16, bench_mode(q))));
       rows.push_back(row);
       if (floor_kernels) {
         auto vectors = [](std::size_t bytes) { return (bytes + 15) / 16 * 16; };  // what the kernels move
@@ -383,10 +380,9 @@ void check_timing_options(const CommandLine& cl) {
     }
     for (Quant q : quants) {
       try {
-        jit::check_block_scaling(q, kBenchGroupSize, s.hidden);
+        bench_mode(q).validate(s.hidden);
       } catch (const Error& e) {
-        throw UsageError(
-            fmt::format("shape {}x{} with --quant {}: {}", s.tokens, s.hidden, jit::to_string(q), e.what()));
+        throw UsageError(fmt::format("shape {}x{} with --quant {}: {}", s.tokens, s.hidden, to_string(q), e.what()));
       }
     }
   }

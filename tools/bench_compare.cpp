@@ -6,7 +6,7 @@
 #include <map>
 #include <tuple>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 
 #include "cli.hpp"
 

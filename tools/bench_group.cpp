@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/epilogue.hpp"
 #include "arfuse/runtime/group.hpp"
 
@@ -20,8 +20,6 @@
 namespace arfuse::tools {
 namespace {
 
-using jit::DType;
-using jit::Quant;
 using reference::Bits16;
 
 std::unique_ptr<Group> make_group(int world, const std::vector<Shape>& shapes) {
@@ -71,8 +69,8 @@ struct Workload {
     AllreduceRmsnormArgs a;
     a.input = g.rank(r).input_buffer(), a.residual_in = x.res.get(), a.residual_out = x.res_out.get();
     a.weight = weights[size_t(r)]->get(), a.out = x.out.get(), a.scales = x.scales.get();
-    a.tokens = s.tokens, a.hidden = s.hidden, a.quant = q, a.group = kBenchGroupSize;
-    a.mirror = jit::writes_mirror(q) ? x.y.get() : nullptr;
+    a.tokens = s.tokens, a.hidden = s.hidden, a.mode = bench_mode(q);
+    a.mirror = writes_mirror(q) ? x.y.get() : nullptr;
     g.rank(r).allreduce_rmsnorm(a, *streams[size_t(r)]);
   }
   void allreduce(int r, void* out) {
@@ -100,7 +98,7 @@ struct Workload {
     } else if (quantiser != Quant::none) {
       GroupQuantArgs t;
       t.input = x.y.get(), t.out = x.out.get(), t.scales = x.scales.get(), t.tokens = s.tokens, t.hidden = s.hidden;
-      t.quant = quantiser, t.group = kBenchGroupSize;  // fp32 scales, row-major: the defaults
+      t.mode = bench_mode(quantiser);  // fp32 scales, row-major: the defaults
       group_quant(g.rank(r).context(), t, *streams[size_t(r)]);
     }
   }
@@ -119,8 +117,7 @@ struct Workload {
 
   // The rows' outputs (set 0 of every rank) against the reference epilogue.
   void compare_epilogue(Row& row) {
-    reference::EpilogueConfig config{s.hidden, DType::bf16, q, jit::Norm::rms, 1e-6f, g.rank(0).device().target()};
-    config.group = kBenchGroupSize;
+    reference::EpilogueConfig config{s.hidden, DType::bf16, bench_mode(q), 1e-6f, g.rank(0).device().target()};
     if (!expected)
       expected = std::make_unique<reference::EpilogueOutputs>(
           reference::epilogue(config, s.tokens, reference::fold(inputs, DType::bf16), residual, weight));
@@ -128,7 +125,7 @@ struct Workload {
     for (int r = 0; r < g.world(); ++r) {
       Set& x = sets[size_t(r)][0];
       compare_epilogue_outputs(row, q, s.hidden, config.target.fp8_format(), x.res_out, x.out, x.scales,
-                               jit::writes_mirror(q) ? &x.y : nullptr, *expected);
+                               writes_mirror(q) ? &x.y : nullptr, *expected);
     }
   }
 
@@ -151,8 +148,8 @@ int replays_of(const CommandLine& cl) { return int(cl.integer("replays", 20, 1, 
 
 std::string fused_resources(Group& g, const Shape& s, Quant q, int stage) {
   Context& c = g.rank(0).context();
-  return describe_resources(c.kernel(
-      c.spec(jit::Module::fused_ar, s.hidden, DType::bf16, q, jit::Norm::rms, g.world(), stage, kBenchGroupSize)));
+  return describe_resources(
+      c.kernel(c.spec(jit::Module::fused_ar, s.hidden, DType::bf16, bench_mode(q), g.world(), stage)));
 }
 
 }  // namespace
@@ -239,8 +236,8 @@ std::vector<Row> bench_allreduce(const CommandLine& cl) {
       row.exact = true;
       for (int r = 0; r < world; ++r) compare_t(row, w.sets[size_t(r)][0].sum.download<std::uint16_t>(w.n), expected);
       Context& c = group->rank(0).context();
-      row.resources = describe_resources(
-          c.kernel(c.spec(jit::Module::allreduce, s.hidden, DType::bf16, Quant::none, jit::Norm::rms, world, stage)));
+      row.resources =
+          describe_resources(c.kernel(c.spec(jit::Module::allreduce, s.hidden, DType::bf16, {}, world, stage)));
       rows.push_back(row);
     }
   }
@@ -250,8 +247,12 @@ std::vector<Row> bench_allreduce(const CommandLine& cl) {
 void bench_tune(const CommandLine& cl) {
   const auto worlds = parse_ints(cl.value("world", "2,4,8"), "world sizes", 2, 8);
   const auto hiddens = parse_ints(cl.value("hidden", "6144"), "hidden size", 8, kMaxHidden);
-  if (hiddens.size() != 1 || hiddens[0] % 8) {
-    throw UsageError(fmt::format("--hidden takes one hidden size, a multiple of 8, not '{}'", cl.value("hidden")));
+  if (hiddens.size() != 1)
+    throw UsageError(fmt::format("--hidden takes one hidden size, not '{}'", cl.value("hidden")));
+  try {
+    check_hidden(hiddens[0]);
+  } catch (const Error& e) {
+    throw UsageError(fmt::format("--hidden: {}", e.what()));
   }
   const int hidden = hiddens[0];
   const auto tokens =

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/reference/numerics.hpp"
 
 namespace arfuse::tools {
@@ -29,10 +29,14 @@ std::vector<Shape> parse_shapes(const std::string& text) {
     const std::size_t x = item.find('x');
     const auto tokens = parse_whole(item.substr(0, x), 1, kMaxBenchTokens);
     const auto hidden = parse_whole(x == std::string::npos ? "" : item.substr(x + 1), 8, 1 << 30);
-    if (!tokens || !hidden || *hidden % 8) {
+    if (!tokens || !hidden) {
       throw UsageError(
-          fmt::format("bad shape '{}': expected TOKENSxHIDDEN, tokens from 1 to {} and hidden a multiple of 8", item,
-                      kMaxBenchTokens));
+          fmt::format("bad shape '{}': expected TOKENSxHIDDEN, tokens from 1 to {}", item, kMaxBenchTokens));
+    }
+    try {
+      check_hidden(int(*hidden));
+    } catch (const Error& e) {
+      throw UsageError(fmt::format("bad shape '{}': {}", item, e.what()));
     }
     const Shape shape{int(*tokens), int(*hidden)};
     const long long elements = (long long)shape.tokens * shape.hidden;
@@ -45,11 +49,11 @@ std::vector<Shape> parse_shapes(const std::string& text) {
   return shapes;
 }
 
-std::vector<jit::Quant> parse_quants(const std::string& text) {
-  std::vector<jit::Quant> out;
+std::vector<Quant> parse_quants(const std::string& text) {
+  std::vector<Quant> out;
   for (const std::string& item : split_commas(text)) {
     try {
-      out.push_back(jit::parse_quant(item));
+      out.push_back(parse_quant(item));
     } catch (const Error& e) {
       throw UsageError(fmt::format("--quant: {} (comma-separated)", e.what()));
     }
@@ -57,30 +61,30 @@ std::vector<jit::Quant> parse_quants(const std::string& text) {
   return out;
 }
 
-jit::Quant without_mirror(jit::Quant q) {
+Quant without_mirror(Quant q) {
   switch (q) {
-    case jit::Quant::fp8_mirror: return jit::Quant::fp8;
-    case jit::Quant::fp8_group_mirror: return jit::Quant::fp8_group;
-    case jit::Quant::mxfp4_mirror: return jit::Quant::mxfp4;
+    case Quant::fp8_mirror: return Quant::fp8;
+    case Quant::fp8_group_mirror: return Quant::fp8_group;
+    case Quant::mxfp4_mirror: return Quant::mxfp4;
     default: return q;
   }
 }
 
-std::string out_name(jit::Quant q) {
-  if (jit::is_group_fp8(q)) {
-    return fmt::format("fp8_group{}{}", kBenchGroupSize, jit::writes_mirror(q) ? "_mirror" : "");
+std::string out_name(Quant q) {
+  if (is_group_fp8(q)) {
+    return fmt::format("fp8_group{}{}", kBenchGroupSize, writes_mirror(q) ? "_mirror" : "");
   }
-  return q == jit::Quant::none ? "bf16" : jit::to_string(q);
+  return q == Quant::none ? "bf16" : to_string(q);
 }
 
-std::size_t output_bytes(jit::Quant q, std::size_t tokens, std::size_t hidden) {
-  const std::size_t n = tokens * hidden, mirror = jit::writes_mirror(q) ? n * 2 : 0;
+std::size_t output_bytes(Quant q, std::size_t tokens, std::size_t hidden) {
+  const std::size_t n = tokens * hidden, mirror = writes_mirror(q) ? n * 2 : 0;
   switch (without_mirror(q)) {
-    case jit::Quant::none: return n * 2;
-    case jit::Quant::fp8: return n + tokens * 4 + mirror;
-    case jit::Quant::fp8_group: return n + tokens * (hidden / kBenchGroupSize) * 4 + mirror;
-    case jit::Quant::mxfp4: return n / 2 + tokens * (hidden / 32) + mirror;
-    default: throw UsageError(fmt::format("the bench does not time quant {}", jit::to_string(q)));
+    case Quant::none: return n * 2;
+    case Quant::fp8: return n + tokens * 4 + mirror;
+    case Quant::fp8_group: return n + tokens * (hidden / kBenchGroupSize) * 4 + mirror;
+    case Quant::mxfp4: return n / 2 + tokens * (hidden / 32) + mirror;
+    default: throw UsageError(fmt::format("the bench does not time quant {}", to_string(q)));
   }
 }
 
@@ -120,7 +124,7 @@ std::string describe_resources(const LaunchableKernel& k) {
 reference::Bits16 random_bits(std::mt19937& rng, std::size_t n, float scale) {
   std::normal_distribution<float> normal(0.0f, scale);
   reference::Bits16 out(n);
-  for (auto& v : out) v = reference::narrow(normal(rng), jit::DType::bf16);
+  for (auto& v : out) v = reference::narrow(normal(rng), DType::bf16);
   return out;
 }
 
@@ -144,19 +148,19 @@ void compare_block_scaled(Row& row, DeviceBuffer& out, DeviceBuffer& scales, con
   compare_bytes(row, scales.download<std::uint8_t>(expected.size()), expected);
 }
 
-void compare_epilogue_outputs(Row& row, jit::Quant quant, int hidden, jit::Fp8Format format, DeviceBuffer& residual_out,
+void compare_epilogue_outputs(Row& row, Quant quant, int hidden, jit::Fp8Format format, DeviceBuffer& residual_out,
                               DeviceBuffer& out, DeviceBuffer& scales, DeviceBuffer* mirror,
                               const reference::EpilogueOutputs& e) {
   const std::size_t n = e.residual_out.size(), tokens = n / std::size_t(hidden);
   compare_t(row, residual_out.download<std::uint16_t>(n), e.residual_out);
-  if (jit::writes_mirror(quant)) {
+  if (writes_mirror(quant)) {
     if (mirror == nullptr) throw Error("compare_epilogue_outputs: a _mirror mode needs the mirror buffer");
     compare_t(row, mirror->download<std::uint16_t>(n), e.mirror);
   }
   quant = without_mirror(quant);
-  if (quant == jit::Quant::none) {
+  if (quant == Quant::none) {
     compare_t(row, out.download<std::uint16_t>(n), e.out);
-  } else if (quant == jit::Quant::fp8) {
+  } else if (quant == Quant::fp8) {
     compare_fp8(row, out.download<std::uint8_t>(n), scales.download<float>(tokens), e.q, e.scales, hidden, format);
   } else {
     compare_block_scaled(row, out, scales, e);

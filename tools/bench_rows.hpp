@@ -47,15 +47,22 @@ std::vector<std::string> split_commas(const std::string& text);
 std::vector<Shape> parse_shapes(const std::string& text);
 // The group size of the bench's fp8_group rows (fp32 scales, row-major: the calls' defaults).
 constexpr int kBenchGroupSize = 128;
+// The mode the bench runs `quant` in: RMSNorm, group size kBenchGroupSize, fp32 row-major scales.
+inline EpilogueMode bench_mode(Quant quant) {
+  EpilogueMode mode;
+  mode.quant = quant;
+  mode.group_size = kBenchGroupSize;
+  return mode;
+}
 
 // Every quant mode by name: none, fp8, fp8_group (kBenchGroupSize), mxfp4, and their _mirror modes.
-std::vector<jit::Quant> parse_quants(const std::string& text);
+std::vector<Quant> parse_quants(const std::string& text);
 // The mode a _mirror mode quantises to (fp8_mirror -> fp8); any other mode itself.
-jit::Quant without_mirror(jit::Quant quant);
+Quant without_mirror(Quant quant);
 // What a row's output is called in the tables: bf16, fp8, fp8_group128, mxfp4, fp8_mirror, ...
-std::string out_name(jit::Quant quant);
+std::string out_name(Quant quant);
 // Bytes one call writes as output, scales and mirror for tokens x hidden (T = bf16).
-std::size_t output_bytes(jit::Quant quant, std::size_t tokens, std::size_t hidden);
+std::size_t output_bytes(Quant quant, std::size_t tokens, std::size_t hidden);
 // Bytes a scales buffer needs for any mode parse_quants takes.
 std::size_t scale_buffer_bytes(std::size_t tokens, std::size_t hidden);
 std::vector<int> parse_ints(const std::string& text, const char* what, int min, int max);
@@ -75,7 +82,7 @@ void compare_block_scaled(Row& row, DeviceBuffer& out, DeviceBuffer& scales,
 // One call's epilogue outputs (residual_out, the mirror in the _mirror modes, then out and scales
 // as mode `quant` has them) against the reference, and-ed into `row`. mirror: null unless a
 // _mirror mode.
-void compare_epilogue_outputs(Row& row, jit::Quant quant, int hidden, jit::Fp8Format format, DeviceBuffer& residual_out,
+void compare_epilogue_outputs(Row& row, Quant quant, int hidden, jit::Fp8Format format, DeviceBuffer& residual_out,
                               DeviceBuffer& out, DeviceBuffer& scales, DeviceBuffer* mirror,
                               const reference::EpilogueOutputs& expected);
 void compare_fp8(Row& row, const std::vector<std::uint8_t>& q, const std::vector<float>& scales,

@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/bounded_json.hpp"
-#include "arfuse/base/error.hpp"
 #include "arfuse/cache/disk_cache.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 
 #include "cache_code_diff.hpp"
@@ -63,7 +63,7 @@ Described describe(const cache::CacheEntry& e) {
     d.compiler = meta.value("compiler", "?");
     auto spec = jit::KernelSpec::parse(d.spec);
     d.target = spec.target.name();
-    d.module = jit::to_string(spec.module);
+    d.module = to_string(spec.module);
   } catch (const std::exception&) {}
   return d;
 }

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <new>
 
-#include "arfuse/base/error.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/elf_file.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 

@@ -10,8 +10,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "arfuse/base/error.hpp"
 #include "arfuse/base/settings.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse::tools {
 

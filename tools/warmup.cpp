@@ -22,9 +22,9 @@
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/bounded_json.hpp"
-#include "arfuse/base/error.hpp"
 #include "arfuse/base/log.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/spec_set.hpp"
 #include "arfuse/runtime/device/device.hpp"
 

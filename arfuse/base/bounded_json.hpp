@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 
 namespace arfuse {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 
 namespace arfuse {
 

@@ -12,7 +12,7 @@
 #include <mutex>
 #include <set>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/base/log.hpp"
 
 namespace arfuse::settings {

@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 
 extern char** environ;
 

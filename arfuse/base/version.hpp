@@ -2,7 +2,7 @@
 // group must run the same release: the group handshake compares it.
 #pragma once
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 
 namespace arfuse {
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/base/sha256.hpp"
 
 namespace arfuse::cache {

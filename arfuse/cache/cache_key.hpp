@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/base/sha256.hpp"
 #include "arfuse/jit/render.hpp"
 

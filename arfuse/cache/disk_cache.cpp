@@ -12,7 +12,7 @@
 #include <cstring>
 #include <random>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/base/log.hpp"
 #include "arfuse/base/settings.hpp"
 #include "arfuse/base/system.hpp"

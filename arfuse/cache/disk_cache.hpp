@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/cache/cache_entry.hpp"
 #include "arfuse/cache/entry_file.hpp"
 

@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/cache/cache_entry.hpp"
 
 namespace arfuse::cache {

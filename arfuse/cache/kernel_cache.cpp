@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/bounded_json.hpp"
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/base/settings.hpp"
 #include "arfuse/cache/cache_key.hpp"
 

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/jit/kernel_spec.hpp"

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse::jit {
 

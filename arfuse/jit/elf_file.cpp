@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse::jit {
 namespace {

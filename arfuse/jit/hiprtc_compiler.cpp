@@ -8,8 +8,8 @@
 #include <mutex>
 
 #include "arfuse/base/dynamic_library.hpp"
-#include "arfuse/base/error.hpp"
 #include "arfuse/base/load_once.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/compiler.hpp"
 
 namespace arfuse::jit {

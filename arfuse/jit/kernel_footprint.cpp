@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/bounded_json.hpp"
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/elf_file.hpp"
 
 namespace arfuse::jit {

@@ -7,7 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
+#include "arfuse/templates/limits.cuh"
 
 namespace arfuse::jit {
 namespace {
@@ -27,9 +28,8 @@ Enum parse_enum(std::string_view what, std::string_view text, const std::vector<
 // its group fields).
 std::string example_text(Module module, std::optional<Quant> quant) {
   KernelSpec e;
-  e.module = module, e.hidden = 7168, e.dtype = DType::bf16, e.norm = Norm::rms, e.world = 4, e.stage = 1;
-  e.quant = quant ? *quant : module == Module::group_quant ? Quant::fp8_group : Quant::fp8;
-  e.group = 128, e.scale = ScaleFormat::f32;
+  e.module = module, e.hidden = 7168, e.dtype = DType::bf16, e.world = 4, e.stage = 1;
+  e.mode.quant = quant ? *quant : module == Module::group_quant ? Quant::fp8_group : Quant::fp8;
   return e.text();
 }
 
@@ -72,44 +72,12 @@ int parse_prefixed_int(std::string_view part, char prefix, std::string_view what
 bool uses_quant(Module m) { return m == Module::rmsnorm_quant || m == Module::fused_ar || m == Module::group_quant; }
 bool uses_norm(Module m) { return m == Module::rmsnorm_quant || m == Module::fused_ar; }
 bool uses_world(Module m) { return m == Module::fused_ar || m == Module::allreduce; }
-bool is_group_fp8(Quant q) { return q == Quant::fp8_group || q == Quant::fp8_group_mirror; }
-bool is_mxfp4(Quant q) { return q == Quant::mxfp4 || q == Quant::mxfp4_mirror; }
-void check_block_scaling(Quant quant, int group, int hidden) {
-  if (is_group_fp8(quant)) {
-    if (!valid_group_size(group)) {
-      throw Error(
-          fmt::format("group size {} is not supported by {}: allowed are 32, 64 and 128", group, to_string(quant)));
-    }
-    if (hidden % group != 0) throw Error(fmt::format("group size {} does not divide hidden size {}", group, hidden));
-  }
-  if (is_mxfp4(quant) && hidden % kMxBlock != 0) {
-    throw Error(fmt::format("{} needs a hidden size divisible by {}, not {}", to_string(quant), kMxBlock, hidden));
-  }
-}
-
-void check_scale_layout(Quant quant, ScaleLayout layout) {
-  if (is_mxfp4(quant) && layout != ScaleLayout::row_major) {
-    throw Error(
-        fmt::format("{} scales are row-major [tokens, hidden / 32]; scale_layout must be row_major", to_string(quant)));
-  }
-}
-
 bool takes_quant(Module m, Quant q) { return m != Module::group_quant || q == Quant::fp8_group || q == Quant::mxfp4; }
 
-bool writes_mirror(Quant q) {
-  return q == Quant::fp8_mirror || q == Quant::fp8_group_mirror || q == Quant::mxfp4_mirror;
-}
-
 void KernelSpec::validate() const {
-  if (hidden <= 0 || hidden % 8 != 0 || hidden > kMaxHidden) {
-    throw Error(
-        fmt::format("hidden size {} is not supported: it must be a positive multiple of "
-                    "8 and at most {}",
-                    hidden, kMaxHidden));
-  }
   const KernelSpec c = canonical();
-  check_module_takes(module, quant);
-  check_block_scaling(c.quant, c.group, hidden);
+  check_module_takes(module, mode.quant);
+  c.mode.validate(hidden);
   if (uses_world(module)) {
     if (world < kMinWorld || world > kMaxWorld) {
       throw Error(fmt::format("world size {} is not supported by {}: allowed are {} to {}", world, to_string(module),
@@ -123,9 +91,11 @@ void KernelSpec::validate() const {
 
 KernelSpec KernelSpec::canonical() const {
   KernelSpec c = *this;
-  if (!uses_quant(module)) c.quant = Quant::none;
-  if (!is_group_fp8(c.quant)) c.group = 0, c.scale = ScaleFormat::f32;
-  if (!uses_norm(module)) c.norm = Norm::rms;
+  if (!uses_quant(module)) c.mode.quant = Quant::none;
+  // 0: no group size (the kernels' template argument for every mode without groups)
+  if (!is_group_fp8(c.mode.quant)) c.mode.group_size = 0, c.mode.scale_format = ScaleFormat::f32;
+  c.mode.scale_layout = ScaleLayout::row_major;  // the launch's strides, not the kernel
+  if (!uses_norm(module)) c.mode.norm = Norm::rms;
   if (!uses_world(module)) c.world = 1, c.stage = 1;
   return c;
 }
@@ -133,18 +103,18 @@ KernelSpec KernelSpec::canonical() const {
 std::uint64_t KernelSpec::packed() const {
   const KernelSpec c = canonical();
   // hidden <= kMaxHidden (32768) fits 16 bits once validated; group <= 128 fits 8.
-  return std::uint64_t(c.module) | std::uint64_t(c.dtype) << 4 | std::uint64_t(c.quant) << 8 |
-         std::uint64_t(c.norm) << 12 | std::uint64_t(c.world) << 16 | std::uint64_t(c.stage) << 24 |
-         std::uint64_t(std::uint32_t(c.hidden) & 0xffffu) << 32 | std::uint64_t(std::uint32_t(c.group) & 0xffu) << 48 |
-         std::uint64_t(c.scale) << 56;
+  return std::uint64_t(c.module) | std::uint64_t(c.dtype) << 4 | std::uint64_t(c.mode.quant) << 8 |
+         std::uint64_t(c.mode.norm) << 12 | std::uint64_t(c.world) << 16 | std::uint64_t(c.stage) << 24 |
+         std::uint64_t(std::uint32_t(c.hidden) & 0xffffu) << 32 |
+         std::uint64_t(std::uint32_t(c.mode.group_size) & 0xffu) << 48 | std::uint64_t(c.mode.scale_format) << 56;
 }
 
 std::string KernelSpec::text() const {
   const KernelSpec c = canonical();
   std::string s = fmt::format("{}/h{}/{}", to_string(c.module), c.hidden, to_string(c.dtype));
-  if (uses_quant(c.module)) s += fmt::format("/{}", to_string(c.quant));
-  if (is_group_fp8(c.quant)) s += fmt::format("/g{}/{}", c.group, to_string(c.scale));
-  if (uses_norm(c.module)) s += fmt::format("/{}", to_string(c.norm));
+  if (uses_quant(c.module)) s += fmt::format("/{}", to_string(c.mode.quant));
+  if (is_group_fp8(c.mode.quant)) s += fmt::format("/g{}/{}", c.mode.group_size, to_string(c.mode.scale_format));
+  if (uses_norm(c.module)) s += fmt::format("/{}", to_string(c.mode.norm));
   if (uses_world(c.module)) s += fmt::format("/w{}/s{}", c.world, c.stage);
   return s + "/" + c.target.name();
 }
@@ -168,12 +138,12 @@ KernelSpec KernelSpec::parse(std::string_view text) {
   size_t i = 1;
   s.hidden = parse_prefixed_int(parts[i++], 'h', "hidden", text);
   s.dtype = parse_dtype(parts[i++]);
-  if (uses_quant(s.module)) s.quant = parse_quant(parts[i++]);
-  if (is_group_fp8(s.quant)) {
-    s.group = parse_prefixed_int(parts[i++], 'g', "group", text);
-    s.scale = parse_scale_format(parts[i++]);
+  if (uses_quant(s.module)) s.mode.quant = parse_quant(parts[i++]);
+  if (is_group_fp8(s.mode.quant)) {
+    s.mode.group_size = parse_prefixed_int(parts[i++], 'g', "group size", text);
+    s.mode.scale_format = parse_scale_format(parts[i++]);
   }
-  if (uses_norm(s.module)) s.norm = parse_norm(parts[i++]);
+  if (uses_norm(s.module)) s.mode.norm = parse_norm(parts[i++]);
   if (uses_world(s.module)) {
     s.world = parse_prefixed_int(parts[i++], 'w', "world", text);
     s.stage = parse_prefixed_int(parts[i++], 's', "stage", text);
@@ -189,9 +159,10 @@ nlohmann::json KernelSpec::json() const {
                       {"hidden", c.hidden},
                       {"dtype", to_string(c.dtype)},
                       {"target", c.target.name()}};
-  if (uses_quant(c.module)) j["quant"] = to_string(c.quant);
-  if (is_group_fp8(c.quant)) j["group"] = c.group, j["scale"] = to_string(c.scale);
-  if (uses_norm(c.module)) j["norm"] = to_string(c.norm);
+  if (uses_quant(c.module)) j["quant"] = to_string(c.mode.quant);
+  if (is_group_fp8(c.mode.quant))
+    j["group_size"] = c.mode.group_size, j["scale_format"] = to_string(c.mode.scale_format);
+  if (uses_norm(c.module)) j["norm"] = to_string(c.mode.norm);
   if (uses_world(c.module)) j["world"] = c.world, j["stage"] = c.stage;
   return j;
 }
@@ -214,9 +185,12 @@ KernelSpec KernelSpec::from_json(const nlohmann::json& j) {
   s.hidden = int_field("hidden");
   s.dtype = parse_dtype(string_field("dtype"));
   s.target = Target::parse(string_field("target"));
-  if (uses_quant(s.module)) s.quant = parse_quant(string_field("quant"));
-  if (is_group_fp8(s.quant)) s.group = int_field("group"), s.scale = parse_scale_format(string_field("scale"));
-  if (uses_norm(s.module)) s.norm = parse_norm(string_field("norm"));
+  if (uses_quant(s.module)) s.mode.quant = parse_quant(string_field("quant"));
+  if (is_group_fp8(s.mode.quant)) {
+    s.mode.group_size = int_field("group_size");
+    s.mode.scale_format = parse_scale_format(string_field("scale_format"));
+  }
+  if (uses_norm(s.module)) s.mode.norm = parse_norm(string_field("norm"));
   if (uses_world(s.module)) s.world = int_field("world"), s.stage = int_field("stage");
   s.validate();
   return s;
@@ -232,65 +206,11 @@ const char* to_string(Module v) {
   }
   return "?";
 }
-const char* to_string(DType v) { return v == DType::f16 ? "f16" : "bf16"; }
-const char* to_string(Quant v) {
-  switch (v) {
-    case Quant::none: return "none";
-    case Quant::fp8: return "fp8";
-    case Quant::fp8_mirror: return "fp8_mirror";
-    case Quant::fp8_group: return "fp8_group";
-    case Quant::fp8_group_mirror: return "fp8_group_mirror";
-    case Quant::mxfp4: return "mxfp4";
-    case Quant::mxfp4_mirror: return "mxfp4_mirror";
-  }
-  return "?";
-}
-const char* to_string(ScaleFormat v) {
-  switch (v) {
-    case ScaleFormat::f32: return "f32";
-    case ScaleFormat::ue8m0_f32: return "ue8m0_f32";
-    case ScaleFormat::e8m0: return "e8m0";
-  }
-  return "?";
-}
-const char* to_string(Norm v) { return v == Norm::rms ? "rms" : "gemma"; }
-
 const std::vector<Module>& all_modules() {
   static const std::vector<Module> v{Module::rmsnorm_quant, Module::token_quant, Module::fused_ar, Module::allreduce,
                                      Module::group_quant};
   return v;
 }
-const std::vector<DType>& all_dtypes() {
-  static const std::vector<DType> v{DType::f16, DType::bf16};
-  return v;
-}
-const std::vector<Quant>& all_quants() {
-  static const std::vector<Quant> v{
-      Quant::none,  Quant::fp8,         Quant::fp8_mirror, Quant::fp8_group, Quant::fp8_group_mirror,
-      Quant::mxfp4, Quant::mxfp4_mirror};
-  return v;
-}
-const std::vector<ScaleFormat>& all_scale_formats() {
-  static const std::vector<ScaleFormat> v{ScaleFormat::f32, ScaleFormat::ue8m0_f32, ScaleFormat::e8m0};
-  return v;
-}
-const std::vector<Norm>& all_norms() {
-  static const std::vector<Norm> v{Norm::rms, Norm::gemma};
-  return v;
-}
-
 Module parse_module(std::string_view t) { return parse_enum("module", t, all_modules()); }
-DType parse_dtype(std::string_view t) { return parse_enum("dtype", t, all_dtypes()); }
-Quant parse_quant(std::string_view t) { return parse_enum("quant mode", t, all_quants()); }
-Norm parse_norm(std::string_view t) { return parse_enum("norm mode", t, all_norms()); }
-ScaleFormat parse_scale_format(std::string_view t) { return parse_enum("scale format", t, all_scale_formats()); }
-const char* to_string(ScaleLayout v) { return v == ScaleLayout::row_major ? "row_major" : "column_major"; }
-const std::vector<ScaleLayout>& all_scale_layouts() {
-  static const std::vector<ScaleLayout> v{ScaleLayout::row_major, ScaleLayout::column_major};
-  return v;
-}
-ScaleLayout parse_scale_layout(std::string_view t) { return parse_enum("scale layout", t, all_scale_layouts()); }
-
-int element_bytes(DType) { return 2; }
 
 }  // namespace arfuse::jit

@@ -18,38 +18,25 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "arfuse/base/export.hpp"
-#include "arfuse/jit/block_scaling.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/jit/target.hpp"
+#include "arfuse/modes.hpp"
 #include "arfuse/templates/limits.cuh"
 
 namespace arfuse::jit {
 
 // group_quant: steps 7b/7c alone on y (fp8_group or mxfp4), as token_quant is step 7 alone.
 enum class Module { rmsnorm_quant, token_quant, fused_ar, allreduce, group_quant };
-enum class DType { f16, bf16 };
-// The device code's mode codes (templates/limits.cuh), so a mode is passed to a kernel as int(mode).
-enum class Quant {
-  none = kQuantNone,
-  fp8 = kQuantFp8,
-  fp8_mirror = kQuantFp8Mirror,
-  fp8_group = kQuantFp8Group,
-  fp8_group_mirror = kQuantFp8GroupMirror,
-  mxfp4 = kQuantMxfp4,
-  mxfp4_mirror = kQuantMxfp4Mirror,
-};
-enum class Norm { rms = kNormRms, gemma = kNormGemma };
 
 struct ARFUSE_API KernelSpec {
   Module module = Module::rmsnorm_quant;
   int hidden = 0;
   DType dtype = DType::bf16;
-  Quant quant = Quant::none;
-  Norm norm = Norm::rms;
-  int group = 0;                         // fp8_group modes: 32, 64 or 128 elements per scale
-  ScaleFormat scale = ScaleFormat::f32;  // fp8_group modes
-  int world = 1;                         // fused_ar, allreduce
-  int stage = 1;                         // fused_ar, allreduce
+  // quant, norm, and for the fp8_group modes group size and scale format; the scale layout is no
+  // part of a kernel (it is the scales' strides, passed at launch) and canonical() resets it.
+  EpilogueMode mode;
+  int world = 1;  // fused_ar, allreduce
+  int stage = 1;  // fused_ar, allreduce
   Target target = Target::parse("sm_90");
 
   // Throws arfuse::Error naming the bad field, its value and what is allowed.
@@ -69,42 +56,14 @@ struct ARFUSE_API KernelSpec {
 };
 
 ARFUSE_API bool uses_quant(Module module);
-// Per-token-group FP8 (with a group size and a scale format) and MXFP4 (blocks of 32, E8M0).
-ARFUSE_API bool is_group_fp8(Quant quant);
-ARFUSE_API bool is_mxfp4(Quant quant);
-ARFUSE_API bool writes_mirror(Quant quant);
 // Whether `module` has a kernel for `quant`: group_quant only for fp8_group and mxfp4 (the
 // mirror modes belong to the epilogue kernels); every other module for every mode.
 ARFUSE_API bool takes_quant(Module module, Quant quant);
-// The group size (32, 64 or 128, dividing hidden) of the fp8_group modes and MXFP4's hidden
-// divisible by 32; throws Error naming the value. KernelSpec::validate and the calls' argument
-// checks both use it.
-ARFUSE_API void check_block_scaling(Quant quant, int group, int hidden);
-// MXFP4's scales are row-major only; throws Error for another layout. Every other mode has both.
-ARFUSE_API void check_scale_layout(Quant quant, ScaleLayout layout);
 ARFUSE_API bool uses_norm(Module module);
 ARFUSE_API bool uses_world(Module module);
 
 ARFUSE_API const char* to_string(Module value);
-ARFUSE_API const char* to_string(DType value);
-ARFUSE_API const char* to_string(Quant value);
-ARFUSE_API const char* to_string(Norm value);
-ARFUSE_API const char* to_string(ScaleFormat value);
-ARFUSE_API const char* to_string(ScaleLayout value);
 ARFUSE_API Module parse_module(std::string_view text);
-ARFUSE_API DType parse_dtype(std::string_view text);
-ARFUSE_API Quant parse_quant(std::string_view text);
-ARFUSE_API Norm parse_norm(std::string_view text);
-ARFUSE_API ScaleFormat parse_scale_format(std::string_view text);
-ARFUSE_API ScaleLayout parse_scale_layout(std::string_view text);
-
 ARFUSE_API const std::vector<Module>& all_modules();
-ARFUSE_API const std::vector<DType>& all_dtypes();
-ARFUSE_API const std::vector<Quant>& all_quants();
-ARFUSE_API const std::vector<Norm>& all_norms();
-ARFUSE_API const std::vector<ScaleFormat>& all_scale_formats();
-ARFUSE_API const std::vector<ScaleLayout>& all_scale_layouts();
-
-ARFUSE_API int element_bytes(DType dtype);
 
 }  // namespace arfuse::jit

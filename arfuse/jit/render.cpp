@@ -16,19 +16,20 @@ std::string name_expression(const KernelSpec& s, const BlockShape& b) {
   switch (s.module) {
     case Module::rmsnorm_quant:
       return fmt::format("arfuse::rmsnorm_quant_kernel<{}, {}, {}, {}, {}, {}, {}, {}, {}>", t, s.hidden, b.threads,
-                         b.vectors_per_thread, int(s.quant), int(s.norm), s.group, int(s.scale),
-                         min_resident_blocks(s, b));
+                         b.vectors_per_thread, int(s.mode.quant), int(s.mode.norm), s.mode.group_size,
+                         int(s.mode.scale_format), min_resident_blocks(s, b));
     case Module::token_quant:
       return fmt::format("arfuse::token_quant_kernel<{}, {}, {}, {}>", t, s.hidden, b.threads, b.vectors_per_thread);
     case Module::group_quant:
       return fmt::format("arfuse::group_quant_kernel<{}, {}, {}, {}, {}, {}, {}>", t, s.hidden, b.threads,
-                         b.vectors_per_thread, int(s.quant), s.group, int(s.scale));
+                         b.vectors_per_thread, int(s.mode.quant), s.mode.group_size, int(s.mode.scale_format));
     case Module::fused_ar:
     case Module::allreduce: {
       const bool epilogue = s.module == Module::fused_ar;
       return fmt::format("arfuse::fused_ar_kernel<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", t, s.hidden,
-                         b.threads, b.vectors_per_thread, int(s.quant), int(s.norm), s.group, int(s.scale), s.world,
-                         s.stage, epilogue ? "true" : "false", min_resident_blocks(s, b));
+                         b.threads, b.vectors_per_thread, int(s.mode.quant), int(s.mode.norm), s.mode.group_size,
+                         int(s.mode.scale_format), s.world, s.stage, epilogue ? "true" : "false",
+                         min_resident_blocks(s, b));
     }
   }
   return {};

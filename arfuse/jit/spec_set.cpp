@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse::jit {
 namespace {
@@ -78,7 +78,7 @@ struct Selection {
 
 bool divides(Quant q, int group, int hidden) {
   if (is_group_fp8(q)) return valid_group_size(group) && hidden % group == 0;
-  if (is_mxfp4(q)) return hidden % kMxBlock == 0;
+  if (is_mxfp4(q)) return hidden % kMxBlockSize == 0;
   return true;
 }
 
@@ -100,8 +100,9 @@ void expand(Module m, const Selection& sel, const std::vector<Target>& targets, 
                     if (sel.quants_defaulted && !divides(qq, g, h)) continue;
                     if (!takes_quant(m, qq) && (sel.quants_defaulted || sel.modules_defaulted)) continue;
                     KernelSpec spec;
-                    spec.module = m, spec.hidden = h, spec.dtype = d, spec.quant = qq, spec.norm = nn;
-                    spec.group = g, spec.scale = sf, spec.world = ww, spec.stage = ss, spec.target = target;
+                    spec.module = m, spec.hidden = h, spec.dtype = d, spec.mode.quant = qq, spec.mode.norm = nn;
+                    spec.mode.group_size = g, spec.mode.scale_format = sf, spec.world = ww, spec.stage = ss,
+                    spec.target = target;
                     try {
                       spec.validate();
                     } catch (const Error& e) {
@@ -165,8 +166,8 @@ SpecSet parse_spec_set(const json& config, const std::vector<Target>& targets) {
     }
   }
   if (!config.contains("specs") || !config["specs"].is_array()) bad("$.specs", "must be a list of spec objects");
-  static const std::vector<std::string> keys{"module", "hidden", "dtype", "quant", "group",
-                                             "scale",  "norm",   "world", "stage"};
+  static const std::vector<std::string> keys{"module",       "hidden", "dtype", "quant", "group_size",
+                                             "scale_format", "norm",   "world", "stage"};
   for (size_t i = 0; i < config["specs"].size(); ++i) {
     const json& entry = config["specs"][i];
     const std::string path = fmt::format("$.specs[{}]", i);
@@ -174,7 +175,7 @@ SpecSet parse_spec_set(const json& config, const std::vector<Target>& targets) {
     for (auto& [key, value] : entry.items()) {
       if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
         bad(path + "." + key,
-            "unknown key; allowed are module, hidden, dtype, quant, group, scale, norm, world, stage");
+            "unknown key; allowed are module, hidden, dtype, quant, group_size, scale_format, norm, world, stage");
       }
     }
     const auto modules = enum_field(entry, "module", path, all_modules(), parse_module);
@@ -184,8 +185,9 @@ SpecSet parse_spec_set(const json& config, const std::vector<Target>& targets) {
     sel.quants = enum_field(entry, "quant", path, all_quants(), parse_quant);
     sel.quants_defaulted = !entry.contains("quant");
     sel.modules_defaulted = !entry.contains("module");
-    sel.groups = int_field(entry, "group", path, {128});
-    sel.scales = enum_field(entry, "scale", path, std::vector<ScaleFormat>{ScaleFormat::f32}, parse_scale_format);
+    sel.groups = int_field(entry, "group_size", path, {128});
+    sel.scales =
+        enum_field(entry, "scale_format", path, std::vector<ScaleFormat>{ScaleFormat::f32}, parse_scale_format);
     sel.norms = enum_field(entry, "norm", path, all_norms(), parse_norm);
     sel.worlds = int_field(entry, "world", path, default_world_sizes());
     sel.stages = int_field(entry, "stage", path, {1, 2});

@@ -4,7 +4,7 @@
 
 #include <cctype>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse::jit {
 namespace {

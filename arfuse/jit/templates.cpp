@@ -6,8 +6,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "arfuse/base/error.hpp"
 #include "arfuse/base/settings.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/embedded_templates.hpp"
 
 namespace arfuse::jit {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 
 namespace arfuse::jit {
 

@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/bounded_json.hpp"
-#include "arfuse/base/error.hpp"
 #include "arfuse/base/settings.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 
 namespace arfuse::jit {

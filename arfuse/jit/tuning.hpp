@@ -16,7 +16,7 @@
 #include <map>
 #include <string>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/jit/block_shape.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 

@@ -27,7 +27,7 @@ bool fits(const KernelSpec& spec, const BlockShape& block, int blocks) {
 // lost 3-10 %; at 512 threads (h8192) the cap of 4 blocks lost 3-4 % (docs/performance-notes.md
 // section 17). The unquantised epilogue was not measured with it, so it keeps no minimum.
 int rmsnorm_quant_min_blocks(const KernelSpec& spec, const BlockShape& block) {
-  if (spec.target.vendor() != Vendor::nvidia || spec.quant == Quant::none) return 0;
+  if (spec.target.vendor() != Vendor::nvidia || spec.mode.quant == Quant::none) return 0;
   if (block.threads != 384 || block.vectors_per_thread != 2) return 0;
   return fits(spec, block, 4) ? 4 : 0;
 }

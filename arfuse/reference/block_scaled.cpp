@@ -3,14 +3,14 @@
 #include <cmath>
 #include <string>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/reference/microscaling.hpp"
 #include "arfuse/reference/numerics.hpp"
 
 namespace arfuse::reference {
 namespace {
 
-float block_amax(const Bits16& y, std::size_t first, int count, jit::DType dtype) {
+float block_amax(const Bits16& y, std::size_t first, int count, DType dtype) {
   float amax = 0.0f;
   for (int i = 0; i < count; ++i) amax = max_keep_nan(amax, std::fabs(widen(y[first + std::size_t(i)], dtype)));
   return amax;
@@ -28,37 +28,36 @@ void check_shape(const Bits16& y, int tokens, int hidden, int block, const char*
 
 }  // namespace
 
-float group_scale(float amax, float fp8_max, jit::ScaleFormat format) {
+float group_scale(float amax, float fp8_max, ScaleFormat format) {
   const float scale = amax > 0.0f ? amax / fp8_max : 1.0f;
-  return format == jit::ScaleFormat::f32 ? scale : ue8m0_round_up(scale);
+  return format == ScaleFormat::f32 ? scale : ue8m0_round_up(scale);
 }
 
 GroupQuantOutputs group_quant(const GroupQuantConfig& c, int tokens, const Bits16& y) {
-  if (!jit::valid_group_size(c.group)) {
-    throw Error("reference group_quant: group size " + std::to_string(c.group) + " is not 32, 64 or 128");
+  if (!valid_group_size(c.group_size)) {
+    throw Error("reference group_quant: group size " + std::to_string(c.group_size) + " is not 32, 64 or 128");
   }
-  check_shape(y, tokens, c.hidden, c.group, "group_quant");
-  const int groups = c.hidden / c.group;
+  check_shape(y, tokens, c.hidden, c.group_size, "group_quant");
+  const int groups = c.hidden / c.group_size;
   const float max = fp8_max(c.format);
   GroupQuantOutputs o;
   o.q.resize(y.size());
   const std::size_t n_scales = std::size_t(tokens) * std::size_t(groups);
-  if (c.scale_format == jit::ScaleFormat::e8m0) {
+  if (c.scale_format == ScaleFormat::e8m0) {
     o.scale_bytes.resize(n_scales);
   } else {
     o.scales.resize(n_scales);
   }
   for (int t = 0; t < tokens; ++t) {
     for (int g = 0; g < groups; ++g) {
-      const std::size_t first = std::size_t(t) * std::size_t(c.hidden) + std::size_t(g) * std::size_t(c.group);
-      const float scale = group_scale(block_amax(y, first, c.group, c.dtype), max, c.scale_format);
-      for (int i = 0; i < c.group; ++i) {
+      const std::size_t first = std::size_t(t) * std::size_t(c.hidden) + std::size_t(g) * std::size_t(c.group_size);
+      const float scale = group_scale(block_amax(y, first, c.group_size, c.dtype), max, c.scale_format);
+      for (int i = 0; i < c.group_size; ++i) {
         o.q[first + std::size_t(i)] = float_to_fp8(widen(y[first + std::size_t(i)], c.dtype) / scale, c.format);
       }
-      const std::size_t at = c.layout == jit::ScaleLayout::row_major
-                                 ? std::size_t(t) * std::size_t(groups) + std::size_t(g)
-                                 : std::size_t(g) * std::size_t(tokens) + std::size_t(t);
-      if (c.scale_format == jit::ScaleFormat::e8m0) {
+      const std::size_t at = c.layout == ScaleLayout::row_major ? std::size_t(t) * std::size_t(groups) + std::size_t(g)
+                                                                : std::size_t(g) * std::size_t(tokens) + std::size_t(t);
+      if (c.scale_format == ScaleFormat::e8m0) {
         o.scale_bytes[at] = e8m0_of(scale);
       } else {
         o.scales[at] = scale;
@@ -76,8 +75,8 @@ bool mx_shared_exponent(float amax, int& exponent) {
   return true;
 }
 
-Mxfp4Outputs mxfp4_quant(int hidden, jit::DType dtype, int tokens, const Bits16& y) {
-  constexpr int kBlock = jit::kMxBlock;
+Mxfp4Outputs mxfp4_quant(int hidden, DType dtype, int tokens, const Bits16& y) {
+  constexpr int kBlock = kMxBlockSize;
   check_shape(y, tokens, hidden, kBlock, "mxfp4_quant");
   Mxfp4Outputs o;
   o.packed.assign(y.size() / 2, 0);

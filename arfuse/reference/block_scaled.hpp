@@ -7,8 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "arfuse/base/export.hpp"
-#include "arfuse/jit/block_scaling.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 #include "arfuse/jit/target.hpp"
 #include "arfuse/reference/model.hpp"
@@ -17,11 +16,11 @@ namespace arfuse::reference {
 
 struct ARFUSE_API GroupQuantConfig {
   int hidden = 0;
-  int group = 128;
-  jit::DType dtype = jit::DType::bf16;
+  int group_size = 128;
+  DType dtype = DType::bf16;
   jit::Fp8Format format = jit::Fp8Format::e4m3fn;
-  jit::ScaleFormat scale_format = jit::ScaleFormat::f32;
-  jit::ScaleLayout layout = jit::ScaleLayout::row_major;
+  ScaleFormat scale_format = ScaleFormat::f32;
+  ScaleLayout layout = ScaleLayout::row_major;
 };
 
 struct ARFUSE_API GroupQuantOutputs {
@@ -35,7 +34,7 @@ ARFUSE_API GroupQuantOutputs group_quant(const GroupQuantConfig& config, int tok
 
 // One group's scale before storing: amax > 0 ? amax / fp8_max : 1, rounded up to a power of two
 // (NaN when not finite) unless the format is f32.
-ARFUSE_API float group_scale(float amax, float fp8_max, jit::ScaleFormat format);
+ARFUSE_API float group_scale(float amax, float fp8_max, ScaleFormat format);
 
 struct ARFUSE_API Mxfp4Outputs {
   std::vector<std::uint8_t> packed;  // [tokens, hidden / 2]: element 2k in the low nibble
@@ -43,7 +42,7 @@ struct ARFUSE_API Mxfp4Outputs {
 };
 
 // Step 7c. Throws Error unless 32 divides hidden.
-ARFUSE_API Mxfp4Outputs mxfp4_quant(int hidden, jit::DType dtype, int tokens, const Bits16& y);
+ARFUSE_API Mxfp4Outputs mxfp4_quant(int hidden, DType dtype, int tokens, const Bits16& y);
 
 // One block's shared exponent e (scale 2^e) for its amax, clamped to [-127, 127]; nullopt-like
 // sentinel: returns false when amax is not finite (scale byte 0xFF, elements 0).

@@ -5,7 +5,7 @@
 #include <limits>
 #include <string>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/reference/numerics.hpp"
 
 namespace arfuse::reference {

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 
 namespace arfuse::reference {
 

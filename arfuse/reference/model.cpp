@@ -2,15 +2,13 @@
 
 #include <cmath>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/block_shape.hpp"
 #include "arfuse/reference/block_scaled.hpp"
 #include "arfuse/reference/numerics.hpp"
 
 namespace arfuse::reference {
 namespace {
-
-using jit::DType;
 
 // The element index of (thread, k, j) in the device layout: vector tid + k * THREADS.
 struct Layout {
@@ -119,19 +117,19 @@ EpilogueOutputs epilogue(const EpilogueConfig& c, int tokens, const Bits16& ar, 
   check_size(residual_in, n, "residual_in");
   check_size(weight, size_t(c.hidden), "weight");
   const Layout l = layout_for(c);
-  const bool quant = c.quant != jit::Quant::none;
-  const bool token_fp8 = c.quant == jit::Quant::fp8 || c.quant == jit::Quant::fp8_mirror;
-  const bool block_scaled = jit::is_group_fp8(c.quant) || jit::is_mxfp4(c.quant);
+  const bool quant = c.mode.quant != Quant::none;
+  const bool token_fp8 = c.mode.quant == Quant::fp8 || c.mode.quant == Quant::fp8_mirror;
+  const bool block_scaled = is_group_fp8(c.mode.quant) || is_mxfp4(c.mode.quant);
   EpilogueOutputs o;
   o.residual_out.resize(n);
   if (token_fp8) o.q.resize(n), o.scales.resize(size_t(tokens));
   if (!quant) o.out.resize(n);
-  if (jit::writes_mirror(c.quant)) o.mirror.resize(n);
+  if (writes_mirror(c.mode.quant)) o.mirror.resize(n);
   Bits16 all_y(block_scaled ? n : 0);  // 7b and 7c quantise y after every row is normalised
   std::vector<float> g(size_t(c.hidden)), res(size_t(c.hidden)), y(size_t(c.hidden));
   for (int i = 0; i < c.hidden; ++i) {
     g[i] = widen(weight[i], c.dtype);
-    if (c.norm == jit::Norm::gemma) g[i] = g[i] + 1.0f;
+    if (c.mode.norm == Norm::gemma) g[i] = g[i] + 1.0f;
   }
   for (int t = 0; t < tokens; ++t) {
     const size_t row = size_t(t) * size_t(c.hidden);
@@ -145,17 +143,18 @@ EpilogueOutputs epilogue(const EpilogueConfig& c, int tokens, const Bits16& ar, 
       const std::uint16_t yb = narrow((res[i] * inv) * g[i], c.dtype);
       y[i] = widen(yb, c.dtype);
       if (!quant) o.out[row + i] = yb;
-      if (jit::writes_mirror(c.quant)) o.mirror[row + i] = yb;
+      if (writes_mirror(c.mode.quant)) o.mirror[row + i] = yb;
       if (block_scaled) all_y[row + i] = yb;
     }
     if (token_fp8) quantize_row(c, l, y.data(), o.q.data() + row, o.scales.data() + t);
   }
-  if (jit::is_group_fp8(c.quant)) {
-    GroupQuantConfig g{c.hidden, c.group, c.dtype, c.target.fp8_format(), c.scale_format, c.scale_layout};
+  if (is_group_fp8(c.mode.quant)) {
+    GroupQuantConfig g{c.hidden,           c.mode.group_size, c.dtype, c.target.fp8_format(), c.mode.scale_format,
+                       c.mode.scale_layout};
     auto grouped = group_quant(g, tokens, all_y);
     o.q = std::move(grouped.q), o.scales = std::move(grouped.scales), o.scale_bytes = std::move(grouped.scale_bytes);
   }
-  if (jit::is_mxfp4(c.quant)) {
+  if (is_mxfp4(c.mode.quant)) {
     auto mx = mxfp4_quant(c.hidden, c.dtype, tokens, all_y);
     o.q = std::move(mx.packed), o.scale_bytes = std::move(mx.scales);
   }

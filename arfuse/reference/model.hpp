@@ -7,30 +7,25 @@
 #include <cstdint>
 #include <vector>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 
 namespace arfuse::reference {
 
 using Bits16 = std::vector<std::uint16_t>;
 
-ARFUSE_API float widen(std::uint16_t bits, jit::DType dtype);
-ARFUSE_API std::uint16_t narrow(float value, jit::DType dtype);
+ARFUSE_API float widen(std::uint16_t bits, DType dtype);
+ARFUSE_API std::uint16_t narrow(float value, DType dtype);
 
 // Step 1: T( ((f(x0) + f(x1)) + f(x2)) + ... ), rank order 0..W-1.
-ARFUSE_API Bits16 fold(const std::vector<Bits16>& inputs, jit::DType dtype);
+ARFUSE_API Bits16 fold(const std::vector<Bits16>& inputs, DType dtype);
 
 struct ARFUSE_API EpilogueConfig {
   int hidden = 0;
-  jit::DType dtype = jit::DType::bf16;
-  jit::Quant quant = jit::Quant::none;
-  jit::Norm norm = jit::Norm::rms;
+  DType dtype = DType::bf16;
+  EpilogueMode mode;
   float eps = 1e-6f;
   jit::Target target = jit::Target::parse("sm_90");
-  // fp8_group modes (block_scaled.hpp)
-  int group = 128;
-  jit::ScaleFormat scale_format = jit::ScaleFormat::f32;
-  jit::ScaleLayout scale_layout = jit::ScaleLayout::row_major;
 };
 
 struct ARFUSE_API EpilogueOutputs {

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/jit/target.hpp"
 
 namespace arfuse::reference {

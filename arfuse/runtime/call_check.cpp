@@ -4,23 +4,23 @@
 
 #include <algorithm>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 #include "arfuse/templates/signal.cuh"
 
 namespace arfuse {
 
 std::string describe_call(unsigned long long d) {
-  const auto quant = jit::Quant(std::min(call_quant(d), unsigned(kQuantMxfp4Mirror)));
-  const auto norm = jit::Norm(call_norm(d));
+  const auto quant = Quant(std::min(call_quant(d), unsigned(kQuantMxfp4Mirror)));
+  const auto norm = Norm(call_norm(d));
   std::string mode = " (plain all-reduce)";
   if (call_epilogue(d)) {
-    mode = fmt::format(", quant {}", jit::to_string(quant));
-    if (jit::is_group_fp8(quant)) {
-      const auto format = jit::ScaleFormat(std::min(call_scale_format(d), unsigned(kScaleE8m0)));
-      mode += fmt::format(" (group {}, {} scales)", call_group(d), jit::to_string(format));
+    mode = fmt::format(", quant {}", to_string(quant));
+    if (is_group_fp8(quant)) {
+      const auto format = ScaleFormat(std::min(call_scale_format(d), unsigned(kScaleE8m0)));
+      mode += fmt::format(" (group {}, {} scales)", call_group(d), to_string(format));
     }
-    mode += fmt::format(", norm {}", jit::to_string(norm));
+    mode += fmt::format(", norm {}", to_string(norm));
   }
   return fmt::format("{} x {} {}{}, stage {}", call_tokens(d), call_hidden(d), call_bf16(d) ? "bf16" : "f16", mode,
                      call_stage(d));

@@ -2,17 +2,16 @@
 
 #include <fmt/format.h>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse {
 
 Context::Context(ContextOptions options) : device_(options.device), cache_(std::move(options.cache)) {}
 
-jit::KernelSpec Context::spec(jit::Module module, int hidden, jit::DType dtype, jit::Quant quant, jit::Norm norm,
-                              int world, int stage, int group, jit::ScaleFormat scale) const {
+jit::KernelSpec Context::spec(jit::Module module, int hidden, DType dtype, const EpilogueMode& mode, int world,
+                              int stage) const {
   jit::KernelSpec s;
-  s.module = module, s.hidden = hidden, s.dtype = dtype, s.quant = quant, s.norm = norm;
-  s.group = group, s.scale = scale;
+  s.module = module, s.hidden = hidden, s.dtype = dtype, s.mode = mode;
   s.world = world, s.stage = stage, s.target = device_.target();
   s.validate();
   return s.canonical();

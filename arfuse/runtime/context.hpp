@@ -12,8 +12,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "arfuse/base/export.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/runtime/device/device.hpp"
 
 namespace arfuse {
@@ -39,10 +39,9 @@ class ARFUSE_API Context {
 
   // Throws Error when spec.target cannot run on this device, and whatever the cache throws.
   const LaunchableKernel& kernel(const jit::KernelSpec& spec);
-  // A spec for this device's target.
-  jit::KernelSpec spec(jit::Module module, int hidden, jit::DType dtype, jit::Quant quant = jit::Quant::none,
-                       jit::Norm norm = jit::Norm::rms, int world = 1, int stage = 1, int group = 128,
-                       jit::ScaleFormat scale = jit::ScaleFormat::f32) const;
+  // A spec for this device's target; throws Error for a hidden size or mode no kernel takes.
+  jit::KernelSpec spec(jit::Module module, int hidden, DType dtype, const EpilogueMode& mode = {}, int world = 1,
+                       int stage = 1) const;
 
  private:
   Device device_;

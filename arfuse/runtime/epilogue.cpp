@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/validate.hpp"
 
 namespace arfuse {
@@ -11,14 +11,9 @@ using detail::require_pointer;
 
 namespace {
 
-// Checks hidden against the group size the call asks for, not the default one.
-jit::KernelSpec rmsnorm_quant_spec(const Context& ctx, const RmsnormQuantArgs& a) {
-  return ctx.spec(jit::Module::rmsnorm_quant, a.hidden, a.dtype, a.quant, a.norm, 1, 1, a.group, a.scale_format);
-}
-
-void launch_kernel(Context& ctx, const jit::KernelSpec& spec, const RmsnormQuantArgs& a, const Stream& stream) {
-  const auto& k = ctx.kernel(spec);
-  const auto strides = detail::scale_strides(a.quant, a.group, a.scale_layout, a.tokens, a.hidden);
+void launch_kernel(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
+  const auto& k = ctx.kernel(ctx.spec(jit::Module::rmsnorm_quant, a.hidden, a.dtype, a.mode));
+  const auto strides = detail::scale_strides(a.mode, a.tokens, a.hidden);
   const void* in = a.input;
   const void* res_in = a.residual_in;
   void* res_out = a.residual_out;
@@ -37,28 +32,49 @@ void launch_kernel(Context& ctx, const jit::KernelSpec& spec, const RmsnormQuant
 
 }  // namespace
 
-void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
-  const jit::KernelSpec spec = rmsnorm_quant_spec(ctx, a);
-  detail::require_block_scaling(a.quant, a.group, a.scale_layout, a.hidden);
+void validate_args(const RmsnormQuantArgs& a) {
+  a.mode.validate(a.hidden);
   detail::require_tokens(a.tokens);
   detail::require_eps(a.eps);
   if (a.tokens == 0) return;
   detail::require_epilogue_pointers(
-      {a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.quant}, "(the reduced tensor)");
-  launch_kernel(ctx, spec, a, stream);
+      {a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.mode.quant},
+      "(the reduced tensor)");
+}
+
+void validate_args(const GroupQuantArgs& a) {
+  if (!jit::takes_quant(jit::Module::group_quant, a.mode.quant)) {
+    throw Error(
+        fmt::format("group_quant takes quant fp8_group or mxfp4, not {} (the mirror modes belong to the "
+                    "epilogue kernels)",
+                    to_string(a.mode.quant)));
+  }
+  a.mode.validate(a.hidden);
+  detail::require_tokens(a.tokens);
+  if (a.tokens == 0) return;
+  require_pointer(a.input, "input", "(the tensor to quantise)");
+  require_pointer(a.out, "out", "(the quantised output)");
+  require_pointer(a.scales, "scales", "(the group scales)");
+}
+
+void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
+  validate_args(a);
+  if (a.tokens == 0) return;
+  launch_kernel(ctx, a, stream);
 }
 
 void detail::launch_rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
-  launch_kernel(ctx, rmsnorm_quant_spec(ctx, a), a, stream);
+  launch_kernel(ctx, a, stream);
 }
 
 void token_quant(Context& ctx, const TokenQuantArgs& a, const Stream& stream) {
-  const auto& k = ctx.kernel(ctx.spec(jit::Module::token_quant, a.hidden, a.dtype));
+  check_hidden(a.hidden);
   detail::require_tokens(a.tokens);
   if (a.tokens == 0) return;
   require_pointer(a.input, "input", "(the tensor to quantise)");
   require_pointer(a.out, "out", "(the fp8 output)");
   require_pointer(a.scales, "scales", "(the per-token scales)");
+  const auto& k = ctx.kernel(ctx.spec(jit::Module::token_quant, a.hidden, a.dtype));
   const void* in = a.input;
   void* out = a.out;
   float* scales = a.scales;
@@ -69,21 +85,10 @@ void token_quant(Context& ctx, const TokenQuantArgs& a, const Stream& stream) {
 }
 
 void group_quant(Context& ctx, const GroupQuantArgs& a, const Stream& stream) {
-  if (!jit::takes_quant(jit::Module::group_quant, a.quant)) {
-    throw Error(
-        fmt::format("group_quant takes quant fp8_group or mxfp4, not {} (the mirror modes belong to the "
-                    "epilogue kernels)",
-                    jit::to_string(a.quant)));
-  }
-  detail::require_block_scaling(a.quant, a.group, a.scale_layout, a.hidden);
-  const auto& k = ctx.kernel(
-      ctx.spec(jit::Module::group_quant, a.hidden, a.dtype, a.quant, jit::Norm::rms, 1, 1, a.group, a.scale_format));
-  detail::require_tokens(a.tokens);
+  validate_args(a);
   if (a.tokens == 0) return;
-  require_pointer(a.input, "input", "(the tensor to quantise)");
-  require_pointer(a.out, "out", "(the quantised output)");
-  require_pointer(a.scales, "scales", "(the group scales)");
-  const auto strides = detail::scale_strides(a.quant, a.group, a.scale_layout, a.tokens, a.hidden);
+  const auto& k = ctx.kernel(ctx.spec(jit::Module::group_quant, a.hidden, a.dtype, a.mode));
+  const auto strides = detail::scale_strides(a.mode, a.tokens, a.hidden);
   const void* in = a.input;
   void* out = a.out;
   void* scales = a.scales;

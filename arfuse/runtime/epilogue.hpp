@@ -5,7 +5,7 @@
 // All pointers are device pointers, 16-byte aligned, row-major [tokens, hidden].
 #pragma once
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/runtime/context.hpp"
 
 namespace arfuse {
@@ -22,14 +22,11 @@ struct ARFUSE_API RmsnormQuantArgs {
   void* mirror = nullptr;  // T [tokens, hidden], the _mirror modes
   int tokens = 0;
   int hidden = 0;
-  jit::DType dtype = jit::DType::bf16;
-  jit::Quant quant = jit::Quant::none;
-  jit::Norm norm = jit::Norm::rms;
-  // fp8_group modes: elements per scale (32, 64 or 128, dividing hidden); fp32 or UE8M0 scales
-  // (as fp32 or E8M0 bytes); [tokens, hidden / group] or [hidden / group, tokens].
-  int group = 128;
-  jit::ScaleFormat scale_format = jit::ScaleFormat::f32;
-  jit::ScaleLayout scale_layout = jit::ScaleLayout::row_major;
+  DType dtype = DType::bf16;
+  // Quant and norm; for the fp8_group modes the elements per scale (32, 64 or 128, dividing
+  // hidden), fp32 or UE8M0 scales (as fp32 or E8M0 bytes), [tokens, hidden / group_size] or
+  // [hidden / group_size, tokens].
+  EpilogueMode mode;
   // Programmatic dependent launch (NVIDIA sm_90 and later; elsewhere an ordinary launch): the
   // kernel is launched before the kernel ahead of it on the stream ends, and waits for it in its
   // prologue, so the launch overlaps that kernel's tail.
@@ -42,7 +39,7 @@ struct ARFUSE_API TokenQuantArgs {
   float* scales = nullptr;      // fp32 [tokens]
   int tokens = 0;
   int hidden = 0;
-  jit::DType dtype = jit::DType::bf16;
+  DType dtype = DType::bf16;
   bool pdl = false;  // as RmsnormQuantArgs::pdl
 };
 
@@ -54,13 +51,15 @@ struct ARFUSE_API GroupQuantArgs {
   void* scales = nullptr;       // as RmsnormQuantArgs::scales for the mode
   int tokens = 0;
   int hidden = 0;
-  jit::DType dtype = jit::DType::bf16;
-  jit::Quant quant = jit::Quant::fp8_group;  // fp8_group or mxfp4
-  int group = 128;
-  jit::ScaleFormat scale_format = jit::ScaleFormat::f32;
-  jit::ScaleLayout scale_layout = jit::ScaleLayout::row_major;
-  bool pdl = false;  // as RmsnormQuantArgs::pdl
+  DType dtype = DType::bf16;
+  EpilogueMode mode{Quant::fp8_group};  // fp8_group or mxfp4 (norm is not used)
+  bool pdl = false;                     // as RmsnormQuantArgs::pdl
 };
+
+// The checks each call makes before it launches; arfuse::Error names the argument. Public so that
+// an engine can validate once at set-up (and the tests without a GPU).
+ARFUSE_API void validate_args(const RmsnormQuantArgs& args);
+ARFUSE_API void validate_args(const GroupQuantArgs& args);
 
 // Validate (arfuse::Error naming the argument), get the kernel, launch on `stream`.
 ARFUSE_API void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& args, const Stream& stream);

@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <exception>
 
-#include "arfuse/base/error.hpp"
 #include "arfuse/base/log.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/call_check.hpp"
 #include "arfuse/runtime/setup/group_setup.hpp"
 #include "arfuse/runtime/validate.hpp"
@@ -122,11 +122,11 @@ void Group::reset() {
   if (options_.bootstrap && world() > 1) options_.bootstrap->barrier();  // every rank is clean
 }
 
-void Group::check_call(jit::DType dtype) const {
+void Group::check_call(DType dtype) const {
   if (closed_) throw Error("the group is closed");
   if (options_.dtype && dtype != *options_.dtype) {
-    throw Error(fmt::format("dtype {} was passed to a group created for {}", jit::to_string(dtype),
-                            jit::to_string(*options_.dtype)));
+    throw Error(
+        fmt::format("dtype {} was passed to a group created for {}", to_string(dtype), to_string(*options_.dtype)));
   }
 }
 
@@ -135,19 +135,15 @@ Rank::Rank(Group& group, RankBuffers& buffers, Context& context)
 
 void* Rank::input_buffer() const { return buffers_->staging.get(); }
 
-void Rank::prepare(int hidden, jit::DType dtype, jit::Quant quant, jit::Norm norm, int group, jit::ScaleFormat scale) {
+void Rank::prepare(int hidden, DType dtype, const EpilogueMode& mode) {
   group_->check_call(dtype);
   if (group_->custom_path_available()) {
     for (int stage : {1, 2}) {
-      context_->kernel(
-          context_->spec(jit::Module::fused_ar, hidden, dtype, quant, norm, group_->world(), stage, group, scale));
-      context_->kernel(context_->spec(jit::Module::allreduce, hidden, dtype, jit::Quant::none, jit::Norm::rms,
-                                      group_->world(), stage));
+      context_->kernel(context_->spec(jit::Module::fused_ar, hidden, dtype, mode, group_->world(), stage));
+      context_->kernel(context_->spec(jit::Module::allreduce, hidden, dtype, {}, group_->world(), stage));
     }
   }
-  if (group_->has_nccl()) {
-    context_->kernel(context_->spec(jit::Module::rmsnorm_quant, hidden, dtype, quant, norm, 1, 1, group, scale));
-  }
+  if (group_->has_nccl()) context_->kernel(context_->spec(jit::Module::rmsnorm_quant, hidden, dtype, mode));
 }
 
 void Rank::note_path(Path path, int tokens, int hidden) {
@@ -195,9 +191,7 @@ namespace {
 
 void check_shape(int tokens, int hidden, int max_tokens, int max_hidden) {
   detail::require_tokens(tokens, max_tokens);
-  if (hidden <= 0 || hidden % 8 != 0) {
-    throw Error(fmt::format("hidden is {}; it must be a positive multiple of 8", hidden));
-  }
+  check_hidden(hidden);
   if (hidden > max_hidden) {
     throw Error(
         fmt::format("hidden is {}, more than the max_hidden of {} the group was created with", hidden, max_hidden));
@@ -208,11 +202,11 @@ void check_shape(int tokens, int hidden, int max_tokens, int max_hidden) {
 
 void validate_args(const AllreduceRmsnormArgs& a, int max_tokens, int max_hidden) {
   check_shape(a.tokens, a.hidden, max_tokens, max_hidden);
+  a.mode.validate(a.hidden);
   detail::require_eps(a.eps);
-  detail::require_block_scaling(a.quant, a.group, a.scale_layout, a.hidden);
   if (a.tokens == 0) return;
   detail::require_epilogue_pointers(
-      {a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.quant},
+      {a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.mode.quant},
       "(this rank's contribution)");
 }
 
@@ -227,12 +221,12 @@ void Rank::allreduce_rmsnorm(const AllreduceRmsnormArgs& a, const Stream& stream
   group_->check_call(a.dtype);
   const Topology& t = group_->topology();
   validate_args(a, t.call_max_tokens(), t.call_max_hidden());
-  const auto plan = begin_call(CallShape{true, a.tokens, a.hidden, a.dtype, a.quant, a.norm, a.group, a.scale_format});
+  const auto plan = begin_call(CallShape{true, a.tokens, a.hidden, a.dtype, a.mode});
   if (!plan) return;
   if (plan->path == Path::nccl) {
     const std::size_t count = std::size_t(a.tokens) * std::size_t(a.hidden);
     RmsnormQuantArgs epilogue = a;
-    void* sum = nccl_scratch(count * std::size_t(jit::element_bytes(a.dtype)), stream);
+    void* sum = nccl_scratch(count * std::size_t(element_bytes(a.dtype)), stream);
     group_->resources_->nccl->allreduce(a.input, sum, count, a.dtype, stream);
     epilogue.input = sum;
     detail::launch_rmsnorm_quant(*context_, epilogue, stream);  // validated above
@@ -246,7 +240,7 @@ void Rank::allreduce_rmsnorm(const AllreduceRmsnormArgs& a, const Stream& stream
   f.out = a.out;
   f.scales = a.scales;
   f.mirror = a.mirror;
-  const auto strides = detail::scale_strides(a.quant, a.group, a.scale_layout, a.tokens, a.hidden);
+  const auto strides = detail::scale_strides(a.mode, a.tokens, a.hidden);
   f.scale_row_stride = strides.row, f.scale_group_stride = strides.group;
   launch(*plan, f, a.input, a.pdl, stream);
 }
@@ -255,7 +249,7 @@ void Rank::allreduce(const AllreduceArgs& a, const Stream& stream) {
   group_->check_call(a.dtype);
   const Topology& t = group_->topology();
   validate_args(a, t.call_max_tokens(), t.call_max_hidden());
-  const auto plan = begin_call(CallShape{false, a.tokens, a.hidden, a.dtype, jit::Quant::none, jit::Norm::rms});
+  const auto plan = begin_call(CallShape{false, a.tokens, a.hidden, a.dtype, {}});
   if (!plan) return;
   if (plan->path == Path::nccl) {
     group_->resources_->nccl->allreduce(a.input, a.out, std::size_t(a.tokens) * std::size_t(a.hidden), a.dtype, stream);

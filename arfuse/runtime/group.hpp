@@ -27,7 +27,7 @@
 #include <optional>
 #include <vector>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/runtime/context.hpp"
 #include "arfuse/runtime/epilogue.hpp"
 #include "arfuse/runtime/plan/plan.hpp"
@@ -47,7 +47,7 @@ struct ARFUSE_API AllreduceArgs {
   void* out = nullptr;  // T [tokens, hidden]
   int tokens = 0;
   int hidden = 0;
-  jit::DType dtype = jit::DType::bf16;
+  DType dtype = DType::bf16;
   bool pdl = false;  // as RmsnormQuantArgs::pdl
 };
 
@@ -71,8 +71,7 @@ class ARFUSE_API Rank {
   // either stage. Call it on every rank before the first call of a shape: with several ranks
   // on one GPU, loading a kernel while a peer's kernel waits at a barrier can stall the load
   // until that peer times out.
-  void prepare(int hidden, jit::DType dtype, jit::Quant quant = jit::Quant::none, jit::Norm norm = jit::Norm::rms,
-               int group = 128, jit::ScaleFormat scale = jit::ScaleFormat::f32);
+  void prepare(int hidden, DType dtype, const EpilogueMode& mode = {});
   // The path this rank's last call took (none before the first call).
   std::optional<Path> last_path() const { return last_path_; }
 
@@ -142,7 +141,7 @@ class ARFUSE_API Group {
  private:
   friend class Rank;
   const Context& open_context(int ordinal);
-  void check_call(jit::DType dtype) const;
+  void check_call(DType dtype) const;
 
   GroupOptions options_;
   jit::TuningTable tuning_;

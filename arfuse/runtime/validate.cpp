@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse::detail {
 
@@ -37,27 +37,21 @@ void require_epilogue_pointers(const EpiloguePointers& p, const char* input_role
   require_pointer(p.residual_out, "residual_out", "(the updated residual)");
   require_pointer(p.weight, "weight", "(the norm weight)");
   require_pointer(p.out, "out", "(the normalised output)");
-  if (p.quant != jit::Quant::none) {
-    require_pointer(p.scales, "scales", fmt::format("with quant {}", jit::to_string(p.quant)));
+  if (p.quant != Quant::none) {
+    require_pointer(p.scales, "scales", fmt::format("with quant {}", to_string(p.quant)));
   }
-  if (jit::writes_mirror(p.quant)) {
-    require_pointer(p.mirror, "mirror", fmt::format("with quant {}", jit::to_string(p.quant)));
+  if (writes_mirror(p.quant)) {
+    require_pointer(p.mirror, "mirror", fmt::format("with quant {}", to_string(p.quant)));
   }
 }
 
-void require_block_scaling(jit::Quant quant, int group, jit::ScaleLayout layout, int hidden) {
-  jit::check_block_scaling(quant, group, hidden);
-  jit::check_scale_layout(quant, layout);
-}
-
-ScaleStrides scale_strides(jit::Quant quant, int group, jit::ScaleLayout layout, int tokens, int hidden) {
-  jit::check_scale_layout(quant, layout);
-  if (jit::is_mxfp4(quant)) return {hidden / jit::kMxBlock, 1};
-  if (jit::is_group_fp8(quant)) {
-    if (group <= 0) throw Error(fmt::format("group size {} is not 32, 64 or 128", group));
-    return layout == jit::ScaleLayout::row_major ? ScaleStrides{hidden / group, 1} : ScaleStrides{1, tokens};
+ScaleStrides scale_strides(const EpilogueMode& mode, int tokens, int hidden) {
+  if (is_mxfp4(mode.quant)) return {hidden / kMxBlockSize, 1};
+  if (is_group_fp8(mode.quant)) {
+    return mode.scale_layout == ScaleLayout::row_major ? ScaleStrides{hidden / mode.group_size, 1}
+                                                       : ScaleStrides{1, tokens};
   }
-  return quant == jit::Quant::none ? ScaleStrides{0, 0} : ScaleStrides{1, 0};
+  return mode.quant == Quant::none ? ScaleStrides{0, 0} : ScaleStrides{1, 0};
 }
 
 }  // namespace arfuse::detail

@@ -22,19 +22,15 @@ struct EpiloguePointers {
   const void* out;
   const void* scales;
   const void* mirror;
-  jit::Quant quant;
+  Quant quant;
 };
 void require_epilogue_pointers(const EpiloguePointers& p, const char* input_role);
-
-// The block-scaled modes' settings: the group size (32, 64, 128, dividing hidden), MXFP4's
-// hidden divisible by 32, and a scale layout the mode has.
-void require_block_scaling(jit::Quant quant, int group, jit::ScaleLayout layout, int hidden);
 
 // Where a row's scales start (row * row) and how far apart its groups' are, in scale elements.
 struct ScaleStrides {
   int row = 0, group = 0;
 };
-// Throws Error for a layout the mode does not have (MXFP4 scales are row-major).
-ScaleStrides scale_strides(jit::Quant quant, int group, jit::ScaleLayout layout, int tokens, int hidden);
+// `mode` has been validated for `hidden`.
+ScaleStrides scale_strides(const EpilogueMode& mode, int tokens, int hidden);
 
 }  // namespace arfuse::detail

@@ -13,22 +13,22 @@ One process per GPU, as tensor-parallel engines run::
 The ops (``torch.ops.arfuse.*``) run on torch's current stream, have fake implementations for
 ``torch.compile(fullgraph=True)``, and can be captured into CUDA graphs once they ran eagerly:
 
-    allreduce_rmsnorm(comm, input, residual, weight, eps, quant, norm, group, scale_format, scale_layout, pdl)
+    allreduce_rmsnorm(comm, input, residual, weight, eps, quant, norm, group_size, scale_format, scale_layout, pdl)
         -> (out, residual_out, scales, mirror)
     allreduce_rmsnorm_inplace(comm, input, residual!, weight, eps, quant, norm, ...)
         -> (out, scales, mirror)                 # residual_out written over residual
     allreduce(comm, input, pdl) -> out
     rmsnorm_quant(input, residual, weight, eps, quant, norm, ...)
         -> (out, residual_out, scales, mirror)   # the epilogue alone, for a sum made elsewhere
-    group_quant(input, quant, group, scale_format, scale_layout, pdl)
+    group_quant(input, quant, group_size, scale_format, scale_layout, pdl)
         -> (out, scales)                         # fp8_group / mxfp4 of a tensor that already is y
 
 ``comm`` is a communicator's ``handle``. quant is one of QUANT_MODES; norm "rms" or "gemma".
 ``out`` is T (quant none), FP8 (``float8_e4m3fn``; ``float8_e4m3fnuz`` on gfx942) for fp8 and
 fp8_group, or uint8 [tokens, hidden / 2] (two E2M1 codes per byte) for mxfp4. ``scales``: fp32
-[tokens] for fp8; for fp8_group one per `group` elements, fp32 (scale_format "f32" or
-"ue8m0_f32") or uint8 E8M0 ("e8m0"), [tokens, hidden / group] or, with scale_layout
-"column_major", [hidden / group, tokens]; for mxfp4 uint8 E8M0 [tokens, hidden / 32]. ``mirror``:
+[tokens] for fp8; for fp8_group one per `group_size` elements, fp32 (scale_format "f32" or
+"ue8m0_f32") or uint8 E8M0 ("e8m0"), [tokens, hidden / group_size] or, with scale_layout
+"column_major", [hidden / group_size, tokens]; for mxfp4 uint8 E8M0 [tokens, hidden / 32]. ``mirror``:
 T [tokens, hidden] (the output before quantisation) for the _mirror modes. Outputs a call does
 not produce are empty tensors of shape [0]. ``pdl`` (default False): programmatic dependent
 launch (NVIDIA sm_90+, elsewhere ignored): the kernel is launched before the kernel ahead of it
@@ -114,10 +114,10 @@ class _Mode:
     """An epilogue's output mode: quant and norm, and for the fp8_group modes the group size,
     the scale format and the scale layout (which the other modes ignore)."""
 
-    __slots__ = ("quant", "norm", "group", "scale_format", "scale_layout")
+    __slots__ = ("quant", "norm", "group_size", "scale_format", "scale_layout")
 
-    def __init__(self, quant, norm, group=128, scale_format="f32", scale_layout="row_major"):
-        self.quant, self.norm, self.group = quant, norm, group
+    def __init__(self, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major"):
+        self.quant, self.norm, self.group_size = quant, norm, group_size
         self.scale_format, self.scale_layout = scale_format, scale_layout
 
     @property
@@ -131,13 +131,13 @@ class _Mode:
     def check(self, hidden):
         """The checks the C++ call makes on the mode, made before any output is allocated (the fake
         implementations must refuse what the real call would)."""
-        if not isinstance(self.group, int) or isinstance(self.group, bool) or not -2**31 <= self.group < 2**31:
-            raise Error(f"group is {self.group!r}; it must be an int (32, 64 or 128 for the fp8_group modes)")
-        _arfuse.check_mode(str(self.quant), str(self.norm), self.group, str(self.scale_format),
+        if not isinstance(self.group_size, int) or isinstance(self.group_size, bool) or not -2**31 <= self.group_size < 2**31:
+            raise Error(f"group_size is {self.group_size!r}; it must be an int (32, 64 or 128 for the fp8_group modes)")
+        _arfuse.check_mode(str(self.quant), str(self.norm), self.group_size, str(self.scale_format),
                            str(self.scale_layout), int(hidden))
 
     def args(self):
-        return self.quant, self.norm, self.group, self.scale_format, self.scale_layout
+        return self.quant, self.norm, self.group_size, self.scale_format, self.scale_layout
 
 
 def _check_epilogue(input, residual, weight, eps, mode):
@@ -168,7 +168,7 @@ def _epilogue_outputs(input, mode, fp8_dtype):
         scales = torch.empty((tokens, hidden // 32), dtype=torch.uint8, device=input.device)
     elif mode.grouped:
         out = torch.empty((tokens, hidden), dtype=fp8_dtype, device=input.device)
-        groups = hidden // mode.group
+        groups = hidden // mode.group_size
         shape = (tokens, groups) if mode.scale_layout == "row_major" else (groups, tokens)
         scale_dtype = torch.uint8 if mode.scale_format == "e8m0" else torch.float32
         scales = torch.empty(shape, dtype=scale_dtype, device=input.device)
@@ -221,9 +221,9 @@ Outputs3 = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 @torch.library.custom_op("arfuse::allreduce_rmsnorm", mutates_args=())
 def _allreduce_rmsnorm(comm: int, input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
-                       quant: str, norm: str, group: int = 128, scale_format: str = "f32",
+                       quant: str, norm: str, group_size: int = 128, scale_format: str = "f32",
                        scale_layout: str = "row_major", pdl: bool = False) -> Outputs4:
-    mode = _Mode(quant, norm, group, scale_format, scale_layout)
+    mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
     _check_epilogue(input, residual, weight, eps, mode)
     out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2])
     residual_out = torch.empty_like(residual)
@@ -232,9 +232,9 @@ def _allreduce_rmsnorm(comm: int, input: torch.Tensor, residual: torch.Tensor, w
 
 
 @_allreduce_rmsnorm.register_fake
-def _(comm, input, residual, weight, eps, quant, norm, group=128, scale_format="f32", scale_layout="row_major",
+def _(comm, input, residual, weight, eps, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major",
       pdl=False):
-    mode = _Mode(quant, norm, group, scale_format, scale_layout)
+    mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
     _check_epilogue(input, residual, weight, eps, mode)
     out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2])
     return out, torch.empty_like(residual), scales, mirror
@@ -242,9 +242,9 @@ def _(comm, input, residual, weight, eps, quant, norm, group=128, scale_format="
 
 @torch.library.custom_op("arfuse::allreduce_rmsnorm_inplace", mutates_args=("residual",))
 def _allreduce_rmsnorm_inplace(comm: int, input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
-                               eps: float, quant: str, norm: str, group: int = 128, scale_format: str = "f32",
+                               eps: float, quant: str, norm: str, group_size: int = 128, scale_format: str = "f32",
                                scale_layout: str = "row_major", pdl: bool = False) -> Outputs3:
-    mode = _Mode(quant, norm, group, scale_format, scale_layout)
+    mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
     _check_epilogue(input, residual, weight, eps, mode)
     out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2])
     _launch_fused(comm, input, residual, residual, weight, eps, mode, out, scales, mirror, pdl)
@@ -252,9 +252,9 @@ def _allreduce_rmsnorm_inplace(comm: int, input: torch.Tensor, residual: torch.T
 
 
 @_allreduce_rmsnorm_inplace.register_fake
-def _(comm, input, residual, weight, eps, quant, norm, group=128, scale_format="f32", scale_layout="row_major",
+def _(comm, input, residual, weight, eps, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major",
       pdl=False):
-    mode = _Mode(quant, norm, group, scale_format, scale_layout)
+    mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
     _check_epilogue(input, residual, weight, eps, mode)
     return _epilogue_outputs(input, mode, _lookup(int(comm))[2])
 
@@ -281,9 +281,9 @@ def _(comm, input, pdl=False):
 
 @torch.library.custom_op("arfuse::rmsnorm_quant", mutates_args=())
 def _rmsnorm_quant(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, quant: str,
-                   norm: str, group: int = 128, scale_format: str = "f32", scale_layout: str = "row_major",
+                   norm: str, group_size: int = 128, scale_format: str = "f32", scale_layout: str = "row_major",
                    pdl: bool = False) -> Outputs4:
-    mode = _Mode(quant, norm, group, scale_format, scale_layout)
+    mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
     _check_epilogue(input, residual, weight, eps, mode)
     out, scales, mirror = _epilogue_outputs(input, mode, _fp8_dtype_of(input.device))
     residual_out = torch.empty_like(residual)
@@ -297,8 +297,8 @@ def _rmsnorm_quant(input: torch.Tensor, residual: torch.Tensor, weight: torch.Te
 
 
 @_rmsnorm_quant.register_fake
-def _(input, residual, weight, eps, quant, norm, group=128, scale_format="f32", scale_layout="row_major", pdl=False):
-    mode = _Mode(quant, norm, group, scale_format, scale_layout)
+def _(input, residual, weight, eps, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major", pdl=False):
+    mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
     _check_epilogue(input, residual, weight, eps, mode)
     out, scales, mirror = _epilogue_outputs(input, mode, _fake_fp8_dtype(input.device))
     return out, torch.empty_like(residual), scales, mirror
@@ -312,39 +312,39 @@ def _check_group_quant(input, mode):
 
 
 @torch.library.custom_op("arfuse::group_quant", mutates_args=())
-def _group_quant(input: torch.Tensor, quant: str, group: int = 128, scale_format: str = "f32",
+def _group_quant(input: torch.Tensor, quant: str, group_size: int = 128, scale_format: str = "f32",
                  scale_layout: str = "row_major", pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    mode = _Mode(quant, "rms", group, scale_format, scale_layout)
+    mode = _Mode(quant, "rms", group_size, scale_format, scale_layout)
     _check_group_quant(input, mode)
     out, scales, _ = _epilogue_outputs(input, mode, _fp8_dtype_of(input.device))
     tokens, hidden = input.shape
     with torch.cuda.device(input.device):
         _arfuse.group_quant(input.device.index, _address(input), _address(out), _address(scales), tokens, hidden,
-                            _DTYPE_NAMES[input.dtype], quant, group, scale_format, scale_layout, pdl,
+                            _DTYPE_NAMES[input.dtype], quant, group_size, scale_format, scale_layout, pdl,
                             _stream_of(input.device))
     return out, scales
 
 
 @_group_quant.register_fake
-def _(input, quant, group=128, scale_format="f32", scale_layout="row_major", pdl=False):
-    mode = _Mode(quant, "rms", group, scale_format, scale_layout)
+def _(input, quant, group_size=128, scale_format="f32", scale_layout="row_major", pdl=False):
+    mode = _Mode(quant, "rms", group_size, scale_format, scale_layout)
     _check_group_quant(input, mode)
     out, scales, _ = _epilogue_outputs(input, mode, _fake_fp8_dtype(input.device))
     return out, scales
 
 
-def group_quant(input, quant="fp8_group", group=128, scale_format="f32", scale_layout="row_major", pdl=False):
+def group_quant(input, quant="fp8_group", group_size=128, scale_format="f32", scale_layout="row_major", pdl=False):
     """Per-token-group FP8 or MXFP4 of a tensor that already is y: ``(out, scales)``, shaped as
     the epilogue ops shape them. For the _mirror output of an epilogue op it gives that op's
     bytes and scales."""
-    return torch.ops.arfuse.group_quant(input, quant, group, scale_format, scale_layout, pdl)
+    return torch.ops.arfuse.group_quant(input, quant, group_size, scale_format, scale_layout, pdl)
 
 
-def rmsnorm_quant(input, residual, weight, eps=1e-6, quant="none", norm="rms", group=128, scale_format="f32",
+def rmsnorm_quant(input, residual, weight, eps=1e-6, quant="none", norm="rms", group_size=128, scale_format="f32",
                   scale_layout="row_major", pdl=False):
     """The epilogue alone (residual add + RMSNorm/Gemma + optional FP8 per token or per group,
     or MXFP4) on a tensor that was all-reduced elsewhere: ``(out, residual_out, scales, mirror)``."""
-    return torch.ops.arfuse.rmsnorm_quant(input, residual, weight, float(eps), quant, norm, group, scale_format,
+    return torch.ops.arfuse.rmsnorm_quant(input, residual, weight, float(eps), quant, norm, group_size, scale_format,
                                           scale_layout, pdl)
 
 
@@ -433,19 +433,19 @@ class Communicator:
         self.handle = _register(impl, local, self.fp8_dtype)
 
     # -- calls ------------------------------------------------------------------------------
-    def allreduce_rmsnorm(self, input, residual, weight, eps=1e-6, quant="none", norm="rms", group=128,
+    def allreduce_rmsnorm(self, input, residual, weight, eps=1e-6, quant="none", norm="rms", group_size=128,
                           scale_format="f32", scale_layout="row_major", pdl=False):
         """Sum over ranks + residual add + RMSNorm/Gemma + optional FP8 (per token or per group)
         or MXFP4, as new tensors: ``(out, residual_out, scales, mirror)``."""
-        return torch.ops.arfuse.allreduce_rmsnorm(self.handle, input, residual, weight, float(eps), quant, norm, group,
+        return torch.ops.arfuse.allreduce_rmsnorm(self.handle, input, residual, weight, float(eps), quant, norm, group_size,
                                                   scale_format, scale_layout, pdl)
 
-    def allreduce_rmsnorm_(self, input, residual, weight, eps=1e-6, quant="none", norm="rms", group=128,
+    def allreduce_rmsnorm_(self, input, residual, weight, eps=1e-6, quant="none", norm="rms", group_size=128,
                            scale_format="f32", scale_layout="row_major", pdl=False):
         """As allreduce_rmsnorm, with residual_out written over `residual` (as engines keep it):
         ``(out, scales, mirror)``."""
         return torch.ops.arfuse.allreduce_rmsnorm_inplace(self.handle, input, residual, weight, float(eps), quant,
-                                                          norm, group, scale_format, scale_layout, pdl)
+                                                          norm, group_size, scale_format, scale_layout, pdl)
 
     def allreduce(self, input, pdl=False):
         """The sum over ranks of `input` [tokens, hidden] (fp32 in rank order, rounded once)."""
@@ -466,11 +466,11 @@ class Communicator:
         raw = _DeviceMemory(group.input_buffer(self._local_rank), (tokens, hidden))
         return torch.as_tensor(raw, device=self.device).view(dtype)
 
-    def prepare(self, hidden, dtype, quant="none", norm="rms", group=128, scale_format="f32"):
+    def prepare(self, hidden, dtype, quant="none", norm="rms", group_size=128, scale_format="f32"):
         """Loads every kernel a call of this hidden size and mode can take (compiling on a cache
         miss). Call it on every rank before the first call of a shape, and before graph capture."""
-        _Mode(quant, norm, group, scale_format).check(hidden)
-        self._group().prepare(self._local_rank, hidden, _dtype_name(dtype), quant, norm, group, scale_format)
+        _Mode(quant, norm, group_size, scale_format).check(hidden)
+        self._group().prepare(self._local_rank, hidden, _dtype_name(dtype), quant, norm, group_size, scale_format)
 
     # -- state ------------------------------------------------------------------------------
     def check(self):

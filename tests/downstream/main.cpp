@@ -2,7 +2,7 @@
 // topology, and reads a setting. No GPU needed.
 #include <cstdio>
 
-#include <arfuse/base/error.hpp>
+#include <arfuse/error.hpp>
 #include <arfuse/base/settings.hpp>
 #include <arfuse/jit/render.hpp>
 #include <arfuse/runtime/group.hpp>

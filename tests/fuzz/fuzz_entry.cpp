@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/cache/cache_entry.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/elf_file.hpp"
 #include "arfuse/jit/kernel_footprint.hpp"
 

@@ -141,8 +141,8 @@ def numerics(dist, aft, comm, rank, world, seed):
         for quant in QUANTS:
             comm.prepare(hidden, dtype, quant, norm)
         comm.prepare(hidden, dtype, "none", "rms")
-        comm.prepare(hidden, dtype, "fp8_group_mirror", norm, group=64, scale_format="e8m0")
-        comm.prepare(hidden, dtype, "fp8_group", norm, group=32, scale_format="ue8m0_f32")
+        comm.prepare(hidden, dtype, "fp8_group_mirror", norm, group_size=64, scale_format="e8m0")
+        comm.prepare(hidden, dtype, "fp8_group", norm, group_size=32, scale_format="ue8m0_f32")
         comm.prepare(hidden, dtype, "mxfp4_mirror", norm)
         for stage in (1, 2):
             comm.force_stage(stage)
@@ -181,8 +181,8 @@ def numerics(dist, aft, comm, rank, world, seed):
 
             # Block-scaled modes (contract 7b, 7c): fused == standalone epilogue of the reference
             # sum, the mirror == the unquantised output, and the same bytes on every rank.
-            for extra in (dict(quant="fp8_group_mirror", group=64, scale_format="e8m0", scale_layout="column_major"),
-                          dict(quant="fp8_group", group=32, scale_format="ue8m0_f32", scale_layout="row_major"),
+            for extra in (dict(quant="fp8_group_mirror", group_size=64, scale_format="e8m0", scale_layout="column_major"),
+                          dict(quant="fp8_group", group_size=32, scale_format="ue8m0_f32", scale_layout="row_major"),
                           dict(quant="mxfp4_mirror")):
                 what = f"{extra} {where}"
                 fused = comm.allreduce_rmsnorm(x, residual, weight, eps, norm=norm, **extra)

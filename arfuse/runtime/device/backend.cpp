@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
-#include "arfuse/base/error.hpp"
 #include "arfuse/base/load_once.hpp"
 #include "arfuse/base/log.hpp"
 #include "arfuse/base/settings.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse::device {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/device/backend.hpp"
 #include "arfuse/runtime/device/cuda_driver.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 
 namespace arfuse::cuda {
 

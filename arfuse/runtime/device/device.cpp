@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/device/backend.hpp"
 
 namespace arfuse {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/jit/target.hpp"
 
 namespace arfuse {

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/device/backend.hpp"
 #include "arfuse/runtime/device/hip_runtime.hpp"
 

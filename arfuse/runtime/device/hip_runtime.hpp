@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <string>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 
 namespace arfuse::hip {
 

@@ -1,6 +1,6 @@
 #include "arfuse/runtime/device/ipc.hpp"
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/device/backend.hpp"
 
 namespace arfuse {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/runtime/device/device.hpp"
 
 namespace arfuse {

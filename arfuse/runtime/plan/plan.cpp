@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "arfuse/base/error.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse {
 
@@ -31,7 +31,7 @@ namespace {
 Path choose_path(const Topology& t, const StagePolicy& policy, const CallShape& c) {
   const bool fits = c.tokens <= t.max_tokens && c.hidden <= t.max_hidden;
   if (t.custom_available() && fits) {
-    const std::uint64_t bytes = std::uint64_t(c.tokens) * std::uint64_t(c.hidden) * jit::element_bytes(c.dtype);
+    const std::uint64_t bytes = std::uint64_t(c.tokens) * std::uint64_t(c.hidden) * element_bytes(c.dtype);
     return policy.stage_for(bytes) == 1 ? Path::one_stage : Path::two_stage;
   }
   if (t.nccl) return Path::nccl;
@@ -59,12 +59,12 @@ Plan plan_call(const Topology& t, const StagePolicy& policy, const CallShape& c)
   s.hidden = c.hidden, s.dtype = c.dtype, s.target = t.target;
   if (p.path == Path::nccl) {
     p.has_kernel = c.epilogue;
-    s.module = jit::Module::rmsnorm_quant, s.quant = c.quant, s.norm = c.norm, s.group = c.group, s.scale = c.scale;
+    s.module = jit::Module::rmsnorm_quant, s.mode = c.mode;
     return p;
   }
   const int stage = p.path == Path::one_stage ? 1 : 2;
   s.module = c.epilogue ? jit::Module::fused_ar : jit::Module::allreduce;
-  if (c.epilogue) s.quant = c.quant, s.norm = c.norm, s.group = c.group, s.scale = c.scale;
+  if (c.epilogue) s.mode = c.mode;
   s.world = t.world, s.stage = stage;
   if (stage == 2) p.rows = (c.tokens + t.world - 1) / t.world;
   return p;

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 #include "arfuse/jit/tuning.hpp"
 #include "arfuse/runtime/plan/topology.hpp"
@@ -25,11 +25,8 @@ struct ARFUSE_API CallShape {
   bool epilogue = true;
   int tokens = 0;
   int hidden = 0;
-  jit::DType dtype = jit::DType::bf16;
-  jit::Quant quant = jit::Quant::none;
-  jit::Norm norm = jit::Norm::rms;
-  int group = 0;  // fp8_group modes
-  jit::ScaleFormat scale = jit::ScaleFormat::f32;
+  DType dtype = DType::bf16;
+  EpilogueMode mode;  // epilogue calls
 };
 
 // The tuning that applies to one group, looked up once when the group is made (not per call).

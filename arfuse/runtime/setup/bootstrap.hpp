@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/base/export.hpp"
+#include "arfuse/export.hpp"
 
 namespace arfuse {
 

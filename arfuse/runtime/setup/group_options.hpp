@@ -6,8 +6,8 @@
 #include <optional>
 #include <vector>
 
-#include "arfuse/base/export.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/jit/tuning.hpp"
 #include "arfuse/runtime/setup/bootstrap.hpp"
 
@@ -30,7 +30,7 @@ struct ARFUSE_API GroupOptions {
   int max_tokens = 0;
   int max_hidden = 0;
   // When set, calls with another dtype are refused, and ranks with a bootstrap must agree.
-  std::optional<jit::DType> dtype;
+  std::optional<DType> dtype;
   std::chrono::milliseconds timeout{5000};
   Transport transport = Transport::automatic;
   // Compare every rank's call (tokens, hidden, dtype, quant, norm, stage) at the entry barrier

@@ -7,9 +7,9 @@
 #include <map>
 #include <random>
 
-#include "arfuse/base/error.hpp"
 #include "arfuse/base/log.hpp"
 #include "arfuse/base/version.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/setup/peer_setup.hpp"
 #include "arfuse/templates/signal.cuh"
 
@@ -50,9 +50,10 @@ void validate_options(const GroupOptions& o) {
   if (o.max_tokens <= 0 || unsigned(o.max_tokens) > kMaxCallTokens) {
     throw Error(fmt::format("max_tokens is {}; it must be from 1 to {}", o.max_tokens, kMaxCallTokens));
   }
-  if (o.max_hidden <= 0 || o.max_hidden % 8 != 0 || o.max_hidden > kMaxHidden) {
-    throw Error(
-        fmt::format("max_hidden is {}; it must be a positive multiple of 8, at most {}", o.max_hidden, kMaxHidden));
+  try {
+    check_hidden(o.max_hidden);
+  } catch (const Error& e) {
+    throw Error(fmt::format("max_hidden: {}", e.what()));
   }
   if (o.timeout.count() <= 0) throw Error("timeout must be positive");
 }
@@ -70,7 +71,7 @@ namespace {
 
 // The staging capacity: the largest message, in the widest element type.
 std::size_t capacity_bytes(const GroupOptions& o) {
-  return std::size_t(o.max_tokens) * std::size_t(o.max_hidden) * std::size_t(jit::element_bytes(jit::DType::bf16));
+  return std::size_t(o.max_tokens) * std::size_t(o.max_hidden) * std::size_t(element_bytes(DType::bf16));
 }
 
 std::uint64_t address(const DeviceBuffer& b) { return reinterpret_cast<std::uintptr_t>(b.get()); }
@@ -218,7 +219,7 @@ void require_same_configuration(Bootstrap& b, const GroupOptions& o, int world) 
   require_agreement(b, "the signal layout version", std::to_string(kSignalLayoutVersion));
   require_agreement(b, "max_tokens", std::to_string(o.max_tokens));
   require_agreement(b, "max_hidden", std::to_string(o.max_hidden));
-  require_agreement(b, "the dtype", o.dtype ? jit::to_string(*o.dtype) : "any");
+  require_agreement(b, "the dtype", o.dtype ? to_string(*o.dtype) : "any");
   require_agreement(b, "the transport", to_string(o.transport));
   require_agreement(b, "the timeout (ms)", std::to_string(o.timeout.count()));
   require_agreement(b, "check_calls", o.check_calls ? "on" : "off");

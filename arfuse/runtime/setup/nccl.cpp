@@ -7,9 +7,9 @@
 #include <mutex>
 
 #include "arfuse/base/dynamic_library.hpp"
-#include "arfuse/base/error.hpp"
 #include "arfuse/base/load_once.hpp"
 #include "arfuse/base/settings.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse {
 namespace {
@@ -118,11 +118,10 @@ void NcclCommunicator::abort() {
   comm_ = nullptr;
 }
 
-void NcclCommunicator::allreduce(const void* send, void* recv, std::size_t count, jit::DType dtype,
-                                 const Stream& stream) {
+void NcclCommunicator::allreduce(const void* send, void* recv, std::size_t count, DType dtype, const Stream& stream) {
   if (comm_ == nullptr) throw Error("this NCCL communicator was aborted");
   device_->make_current();
-  check(api().ncclAllReduce(send, recv, count, dtype == jit::DType::bf16 ? kNcclBfloat16 : kNcclFloat16, kNcclSum,
+  check(api().ncclAllReduce(send, recv, count, dtype == DType::bf16 ? kNcclBfloat16 : kNcclFloat16, kNcclSum,
                             comm_->handle, stream.native()),
         "ncclAllReduce");
 }

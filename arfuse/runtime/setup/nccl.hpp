@@ -29,7 +29,7 @@ class NcclCommunicator {
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
   // Sum of every rank's `count` elements of `dtype`, into `recv` (may equal `send`), on `stream`.
-  void allreduce(const void* send, void* recv, std::size_t count, jit::DType dtype, const Stream& stream);
+  void allreduce(const void* send, void* recv, std::size_t count, DType dtype, const Stream& stream);
   // For a group that lost a peer: frees the communicator without waiting for the others.
   void abort();
 

@@ -30,11 +30,11 @@
 #include <random>
 #include <utility>
 
-#include "arfuse/base/error.hpp"
 #include "arfuse/base/settings.hpp"
 #include "arfuse/base/sha256.hpp"
 #include "arfuse/base/system.hpp"
 #include "arfuse/base/trusted_folder.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/setup/bootstrap.hpp"
 
 namespace arfuse {

@@ -1,0 +1,95 @@
+// What a call computes after the sum, as one value: the element type, and the epilogue mode
+// (quantisation, norm, and the block-scaled modes' group size and scale storage). Every entry
+// point (the Group's calls, the standalone calls, the kernel specs, the Python ops, the bench)
+// holds an EpilogueMode and checks it with one validate(hidden), so every shape rule is written
+// once and every caller sees the same message.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "arfuse/export.hpp"
+
+namespace arfuse {
+
+enum class DType { f16, bf16 };
+
+// Per-token FP8, per-token-group FP8 and MXFP4, each with an optional mirror output (y in T).
+// The values are the device code's mode codes, so a mode reaches a kernel as int(mode).
+enum class Quant {
+  none = 0,
+  fp8 = 1,
+  fp8_mirror = 2,
+  fp8_group = 3,
+  fp8_group_mirror = 4,
+  mxfp4 = 5,
+  mxfp4_mirror = 6
+};
+
+enum class Norm { rms = 0, gemma = 1 };  // RMSNorm: y * w; Gemma's: y * (w + 1)
+
+// How a per-token-group FP8 scale is stored (contract step 7b).
+enum class ScaleFormat {
+  f32 = 0,        // amax / FP8_MAX (1 when amax is 0), as fp32
+  ue8m0_f32 = 1,  // that scale rounded up to a power of two, as fp32
+  e8m0 = 2,       // the same power of two as its E8M0 byte
+};
+
+enum class ScaleLayout {
+  row_major,     // [tokens, groups]
+  column_major,  // [groups, tokens]: for GEMMs that read the scales transposed
+};
+
+struct ARFUSE_API EpilogueMode {
+  Quant quant = Quant::none;
+  Norm norm = Norm::rms;
+  int group_size = 128;                         // fp8_group modes: elements per scale, 32, 64 or 128, dividing hidden
+  ScaleFormat scale_format = ScaleFormat::f32;  // fp8_group modes
+  ScaleLayout scale_layout = ScaleLayout::row_major;  // fp8_group modes (MXFP4's scales are row-major)
+
+  // Throws arfuse::Error naming the value and what is allowed: the hidden size (check_hidden),
+  // the group size and its divisibility, MXFP4's blocks of 32, the scale layout the mode has.
+  void validate(int hidden) const;
+
+  // "fp8_group g128 ue8m0_f32 column_major gemma": the fields that matter for the quant mode.
+  std::string text() const;
+  bool operator==(const EpilogueMode& o) const {
+    return quant == o.quant && norm == o.norm && group_size == o.group_size && scale_format == o.scale_format &&
+           scale_layout == o.scale_layout;
+  }
+  bool operator!=(const EpilogueMode& o) const { return !(*this == o); }
+};
+
+// Per-token-group FP8 (a group size and a scale format), MXFP4 (OCP MX v1.0: blocks of 32
+// elements share one E8M0 scale), and the modes that also write y in T (the mirror).
+inline bool is_group_fp8(Quant q) { return q == Quant::fp8_group || q == Quant::fp8_group_mirror; }
+inline bool is_mxfp4(Quant q) { return q == Quant::mxfp4 || q == Quant::mxfp4_mirror; }
+inline bool writes_mirror(Quant q) {
+  return q == Quant::fp8_mirror || q == Quant::fp8_group_mirror || q == Quant::mxfp4_mirror;
+}
+
+// Throws arfuse::Error unless hidden is a positive multiple of 8 and at most 32768 (the hidden
+// sizes every kernel takes).
+ARFUSE_API void check_hidden(int hidden);
+ARFUSE_API bool valid_group_size(int group_size);
+ARFUSE_API int element_bytes(DType dtype);
+
+ARFUSE_API const char* to_string(DType value);
+ARFUSE_API const char* to_string(Quant value);
+ARFUSE_API const char* to_string(Norm value);
+ARFUSE_API const char* to_string(ScaleFormat value);
+ARFUSE_API const char* to_string(ScaleLayout value);
+// Each throws arfuse::Error naming the text and the accepted names.
+ARFUSE_API DType parse_dtype(std::string_view text);
+ARFUSE_API Quant parse_quant(std::string_view text);
+ARFUSE_API Norm parse_norm(std::string_view text);
+ARFUSE_API ScaleFormat parse_scale_format(std::string_view text);
+ARFUSE_API ScaleLayout parse_scale_layout(std::string_view text);
+ARFUSE_API const std::vector<DType>& all_dtypes();
+ARFUSE_API const std::vector<Quant>& all_quants();
+ARFUSE_API const std::vector<Norm>& all_norms();
+ARFUSE_API const std::vector<ScaleFormat>& all_scale_formats();
+ARFUSE_API const std::vector<ScaleLayout>& all_scale_layouts();
+
+}  // namespace arfuse
