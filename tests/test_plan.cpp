@@ -30,7 +30,7 @@ Topology gpus(int world, int ranks_per_device, bool peer_access, bool nccl) {
 }
 
 CallShape fused(int tokens, int hidden, Quant quant = Quant::fp8) {
-  return CallShape{true, tokens, hidden, DType::bf16, quant, Norm::gemma};
+  return CallShape{true, tokens, hidden, DType::bf16, EpilogueMode{quant, Norm::gemma}};
 }
 
 }  // namespace
@@ -64,7 +64,8 @@ TEST_CASE("W GPUs with peer access: thresholds per world size, plain all-reduce 
   CHECK(policy.two_stage_min_bytes == 4194304);  // default W = 2
   CHECK(plan_call(t, policy, fused(341, 6144)).path == Path::one_stage);
   CHECK(plan_call(t, policy, fused(342, 6144)).path == Path::two_stage);  // 4,202,496 bytes
-  const Plan plain = plan_call(t, policy, CallShape{false, 16, 4096, DType::f16, Quant::fp8, Norm::gemma});
+  const Plan plain =
+      plan_call(t, policy, CallShape{false, 16, 4096, DType::f16, EpilogueMode{Quant::fp8, Norm::gemma}});
   CHECK(plain.spec.text() == "allreduce/h4096/f16/w2/s1/sm_90");  // quant and norm do not apply
   CHECK(plain.grid(2) == 16);
 }
@@ -76,7 +77,7 @@ TEST_CASE("GPUs without peer access take NCCL, or are refused without it", "[cpu
   CHECK(p.path == Path::nccl);
   CHECK(p.has_kernel);
   CHECK(p.spec.text() == "rmsnorm_quant/h6144/bf16/fp8_mirror/gemma/sm_90");  // the epilogue after NCCL's sum
-  CHECK_FALSE(plan_call(with_nccl, policy, CallShape{false, 64, 6144}).has_kernel);
+  CHECK_FALSE(plan_call(with_nccl, policy, CallShape{false, 64, 6144, DType::bf16, {}}).has_kernel);
   const Topology without = gpus(4, 1, false, false);
   REQUIRE_THROWS_WITH(plan_call(without, policy, fused(64, 6144)),
                       Contains("custom kernels cannot run (device 0 cannot access device 1") && Contains("no NCCL"));

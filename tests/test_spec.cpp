@@ -181,7 +181,8 @@ TEST_CASE("block-scaled modes: bad group sizes and hidden sizes are named", "[cp
                                    sm90),
                     Contains("$.specs[0]") && Contains("does not divide"));
   set = parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "fused_ar", "hidden": 7168, "dtype": "bf16",
-      "quant": "fp8_group", "group_size": [64, 128], "scale_format": ["f32", "e8m0"], "norm": "rms", "world": 4, "stage": 1}]})"),
+      "quant": "fp8_group", "group_size": [64, 128], "scale_format": ["f32", "e8m0"], "norm": "rms", "world": 4,
+      "stage": 1}]})"),
                        sm90);
   CHECK(set.specs.size() == 4);
   // group_quant takes fp8_group and mxfp4 only: named with another mode, a clear error.

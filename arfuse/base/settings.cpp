@@ -12,8 +12,8 @@
 #include <mutex>
 #include <set>
 
-#include "arfuse/error.hpp"
 #include "arfuse/base/log.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse::settings {
 namespace {

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/export.hpp"
 #include "arfuse/base/sha256.hpp"
+#include "arfuse/export.hpp"
 
 namespace arfuse::cache {
 

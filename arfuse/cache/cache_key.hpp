@@ -9,8 +9,8 @@
 
 #include <string>
 
-#include "arfuse/export.hpp"
 #include "arfuse/base/sha256.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/jit/render.hpp"
 
 namespace arfuse::cache {

@@ -12,11 +12,11 @@
 #include <cstring>
 #include <random>
 
-#include "arfuse/error.hpp"
 #include "arfuse/base/log.hpp"
 #include "arfuse/base/settings.hpp"
 #include "arfuse/base/system.hpp"
 #include "arfuse/base/trusted_folder.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse::cache {
 namespace {

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/export.hpp"
 #include "arfuse/cache/cache_entry.hpp"
 #include "arfuse/cache/entry_file.hpp"
+#include "arfuse/export.hpp"
 
 namespace arfuse::cache {
 

@@ -10,8 +10,8 @@
 
 #include <string>
 
-#include "arfuse/export.hpp"
 #include "arfuse/cache/cache_entry.hpp"
+#include "arfuse/export.hpp"
 
 namespace arfuse::cache {
 

@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/bounded_json.hpp"
-#include "arfuse/error.hpp"
 #include "arfuse/base/settings.hpp"
 #include "arfuse/cache/cache_key.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse::cache {
 namespace {

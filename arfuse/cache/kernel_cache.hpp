@@ -11,8 +11,8 @@
 #include <mutex>
 #include <string>
 
-#include "arfuse/export.hpp"
 #include "arfuse/cache/disk_cache.hpp"
+#include "arfuse/export.hpp"
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 

@@ -2,8 +2,8 @@
 // topology, and reads a setting. No GPU needed.
 #include <cstdio>
 
-#include <arfuse/error.hpp>
 #include <arfuse/base/settings.hpp>
+#include <arfuse/error.hpp>
 #include <arfuse/jit/render.hpp>
 #include <arfuse/runtime/group.hpp>
 

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "arfuse/error.hpp"
 #include "arfuse/cache/cache_entry.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
+#include "arfuse/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::vector<std::uint8_t> bytes(data, data + size);
