@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "arfuse/error.hpp"
-#include "arfuse/runtime/group.hpp"
+#include "arfuse/group.hpp"
 
 namespace {
 

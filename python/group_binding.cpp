@@ -15,10 +15,10 @@
 #include <memory>
 #include <mutex>
 
+#include "arfuse/epilogue.hpp"
 #include "arfuse/error.hpp"
+#include "arfuse/group.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
-#include "arfuse/runtime/epilogue.hpp"
-#include "arfuse/runtime/group.hpp"
 
 namespace nb = nanobind;
 
@@ -71,8 +71,8 @@ Transport parse_transport(const std::string& text) {
   throw Error("transport '" + text + "' is not one of auto, custom, nccl");
 }
 
-cache::CacheOptions cache_options(const std::string& cache_dir) {
-  cache::CacheOptions options;
+CacheOptions cache_options(const std::string& cache_dir) {
+  CacheOptions options;
   if (!cache_dir.empty()) options.dir = cache_dir;
   return options;
 }
@@ -198,7 +198,7 @@ std::string path_name(Path path) {
 }
 
 const char* fp8_format_name(const Device& device) {
-  return device.target().fp8_format() == jit::Fp8Format::e4m3fnuz ? "e4m3fnuz" : "e4m3fn";
+  return device.target().fp8_format() == Fp8Format::e4m3fnuz ? "e4m3fnuz" : "e4m3fn";
 }
 
 void bind_group_class(nb::module_& m) {

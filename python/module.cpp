@@ -8,12 +8,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/settings.hpp"
-#include "arfuse/base/version.hpp"
 #include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
+#include "arfuse/settings.hpp"
+#include "arfuse/version.hpp"
 
 #include "group_binding.hpp"
 
@@ -30,7 +30,7 @@ std::string parse_spec(const std::string& text) {
 }
 
 std::string cache_stat(const std::string& given) {
-  const std::string dir = given.empty() ? cache::default_cache_dir() : given;
+  const std::string dir = given.empty() ? default_cache_dir() : given;
   if (cache::cache_folder_missing(dir)) {
     return nlohmann::json{{"dir", dir},
                           {"exists", false},
@@ -67,7 +67,7 @@ std::string cache_stat(const std::string& given) {
 }
 
 std::string cache_verify(const std::string& given) {
-  const std::string dir = given.empty() ? cache::default_cache_dir() : given;
+  const std::string dir = given.empty() ? default_cache_dir() : given;
   if (cache::cache_folder_missing(dir)) return "[]";
   cache::DiskCache disk(dir);
   nlohmann::json files = nlohmann::json::array();
@@ -128,7 +128,7 @@ NB_MODULE(_arfuse, m) {
 
   m.def("version", [] { return std::string(version()); });
   m.def("parse_spec", &parse_spec, nb::arg("text"), "The spec's fields as JSON; raises Error naming a bad field.");
-  m.def("default_cache_dir", [] { return cache::default_cache_dir(); });
+  m.def("default_cache_dir", [] { return default_cache_dir(); });
   m.def("cache_stat", &cache_stat, nb::arg("dir") = "", "Counts entries, bad entries and temporaries (JSON).");
   m.def("cache_verify", &cache_verify, nb::arg("dir") = "", "Checks every entry (JSON list).");
   m.def("modes", &modes, "The names of every quant, norm, scale_format and scale_layout (JSON).");

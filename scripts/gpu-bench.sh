@@ -6,7 +6,7 @@ B=build-device/tools/arfuse-bench
 PY=$(command -v /opt/torch/.venv/bin/python3 || command -v python3)
 runs=7 replays=20
 [ "${1:-}" = quick ] && runs=5 replays=10
-timeout 150 "$PY" tools/torch_bench.py --runs $runs --replays $replays --json "$OUT/torch.json" > "$OUT/torch.md" 2>&1 || echo "torch_bench failed: $(tail -3 "$OUT/torch.md")"
+timeout 150 "$PY" tools/bench/torch_bench.py --runs $runs --replays $replays --json "$OUT/torch.json" > "$OUT/torch.md" 2>&1 || echo "torch_bench failed: $(tail -3 "$OUT/torch.md")"
 peers=(); [ -s "$OUT/torch.json" ] && peers=(--peers "$OUT/torch.json")
 timeout 120 $B epilogue --runs $runs --replays $replays "${peers[@]}" --json "$OUT/epilogue.json" --svg "$OUT/epilogue.svg" > "$OUT/epilogue.md" 2>&1; echo "epilogue rc=$?"
 timeout 150 $B fused --world 4 --runs $runs --replays $replays --json "$OUT/fused.json" --svg "$OUT/fused.svg" > "$OUT/fused.md" 2>&1; echo "fused rc=$?"

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <set>
 
-#include "arfuse/base/settings.hpp"
+#include "arfuse/settings.hpp"
 
 namespace arfuse {
 

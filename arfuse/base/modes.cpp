@@ -2,9 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <utility>
-
+#include "arfuse/base/names.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/templates/limits.cuh"
 
@@ -22,10 +20,7 @@ static_assert(int(ScaleFormat::f32) == kScaleF32 && int(ScaleFormat::ue8m0_f32) 
                   int(ScaleFormat::e8m0) == kScaleE8m0,
               "ScaleFormat codes");
 
-// Every enum's names, in the order all_*() lists them: to_string, parse_* and the lists read this.
-template <typename Enum>
-using Names = std::vector<std::pair<Enum, const char*>>;
-
+// Every enum's names, in the order all_*() lists them.
 const Names<DType> kDTypes{{DType::f16, "f16"}, {DType::bf16, "bf16"}};
 const Names<Quant> kQuants{{Quant::none, "none"},
                            {Quant::fp8, "fp8"},
@@ -39,30 +34,6 @@ const Names<ScaleFormat> kScaleFormats{
     {ScaleFormat::f32, "f32"}, {ScaleFormat::ue8m0_f32, "ue8m0_f32"}, {ScaleFormat::e8m0, "e8m0"}};
 const Names<ScaleLayout> kScaleLayouts{{ScaleLayout::row_major, "row_major"},
                                        {ScaleLayout::column_major, "column_major"}};
-
-template <typename Enum>
-const char* name_in(const Names<Enum>& names, Enum value) {
-  for (const auto& [v, name] : names)
-    if (v == value) return name;
-  return "?";
-}
-
-template <typename Enum>
-Enum parse_in(const Names<Enum>& names, const char* what, std::string_view text) {
-  std::string allowed;
-  for (const auto& [v, name] : names) {
-    if (text == name) return v;
-    allowed += (allowed.empty() ? "" : ", ") + std::string(name);
-  }
-  throw Error(fmt::format("unknown {} '{}': allowed are {}", what, text, allowed));
-}
-
-template <typename Enum>
-std::vector<Enum> values_in(const Names<Enum>& names) {
-  std::vector<Enum> out;
-  for (const auto& entry : names) out.push_back(entry.first);
-  return out;
-}
 
 }  // namespace
 

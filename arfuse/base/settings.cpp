@@ -1,4 +1,4 @@
-#include "arfuse/base/settings.hpp"
+#include "arfuse/settings.hpp"
 
 #include <fmt/format.h>
 #include <sys/stat.h>

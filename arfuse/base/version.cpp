@@ -1,4 +1,4 @@
-#include "arfuse/base/version.hpp"
+#include "arfuse/version.hpp"
 
 #ifndef ARFUSE_VERSION
 #error "ARFUSE_VERSION is defined by CMakeLists.txt"

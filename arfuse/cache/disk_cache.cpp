@@ -13,10 +13,10 @@
 #include <random>
 
 #include "arfuse/base/log.hpp"
-#include "arfuse/base/settings.hpp"
 #include "arfuse/base/system.hpp"
 #include "arfuse/base/trusted_folder.hpp"
 #include "arfuse/error.hpp"
+#include "arfuse/settings.hpp"
 
 namespace arfuse::cache {
 namespace {
@@ -48,6 +48,10 @@ std::string unique_suffix() {
 
 }  // namespace
 
+}  // namespace arfuse::cache
+
+namespace arfuse {
+
 std::string default_cache_dir() {
   if (auto d = settings::text("ARFUSE_CACHE_DIR")) return *d;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && x[0] != '\0') return std::string(x) + "/arfuse";
@@ -56,7 +60,13 @@ std::string default_cache_dir() {
   return fmt::format("/tmp/arfuse-{}", ::geteuid());
 }
 
-std::uint64_t default_max_bytes() { return settings::byte_count("ARFUSE_CACHE_MAX_BYTES").value_or(kDefaultMaxBytes); }
+std::uint64_t default_max_bytes() {
+  return settings::byte_count("ARFUSE_CACHE_MAX_BYTES").value_or(cache::kDefaultMaxBytes);
+}
+
+}  // namespace arfuse
+
+namespace arfuse::cache {
 
 bool cache_folder_missing(const std::string& dir) {
   struct stat st;

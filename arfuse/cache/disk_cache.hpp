@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "arfuse/cache.hpp"
 #include "arfuse/cache/cache_entry.hpp"
 #include "arfuse/cache/entry_file.hpp"
 #include "arfuse/export.hpp"
@@ -24,12 +25,6 @@ namespace arfuse::cache {
 constexpr std::uint64_t kDefaultMaxBytes = 1ull << 30;  // 1 GiB
 // A publish takes milliseconds; a temporary this old belongs to a writer that died.
 constexpr std::int64_t kStaleTemporaryAgeSeconds = 3600;
-
-// ARFUSE_CACHE_DIR, else $XDG_CACHE_HOME/arfuse, else ~/.cache/arfuse, else (no HOME)
-// /tmp/arfuse-<uid>: a folder of this user's own, never one shared with other users.
-ARFUSE_API std::string default_cache_dir();
-// ARFUSE_CACHE_MAX_BYTES, else kDefaultMaxBytes; throws ConfigError for a value that is no number.
-ARFUSE_API std::uint64_t default_max_bytes();
 
 // Whether nothing is at `dir` (false also when it cannot be looked at: opening it then says why).
 // Opening a cache creates its folder, so the commands that only read check this first: a mistyped

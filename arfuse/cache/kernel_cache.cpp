@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/bounded_json.hpp"
-#include "arfuse/base/settings.hpp"
 #include "arfuse/cache/cache_key.hpp"
 #include "arfuse/error.hpp"
+#include "arfuse/settings.hpp"
 
 namespace arfuse::cache {
 namespace {
@@ -48,7 +48,7 @@ KernelCache::KernelCache(CacheOptions options) : options_(std::move(options)) {
   if (options_.use_disk) disk_ = std::make_unique<DiskCache>(options_.dir, options_.max_bytes);
 }
 
-std::shared_ptr<const jit::Compiler> KernelCache::compiler(const jit::Target& target) {
+std::shared_ptr<const jit::Compiler> KernelCache::compiler(const Target& target) {
   if (!options_.allow_compile) {
     throw Unavailable("compiling is disabled (ARFUSE_COMPILE=0 or CacheOptions::allow_compile)");
   }

@@ -11,20 +11,13 @@
 #include <mutex>
 #include <string>
 
+#include "arfuse/cache.hpp"
 #include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/export.hpp"
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 
 namespace arfuse::cache {
-
-struct ARFUSE_API CacheOptions {
-  std::string dir = default_cache_dir();
-  std::uint64_t max_bytes = default_max_bytes();
-  bool use_disk = true;
-  // False: never load a compiler, serve only what the disk has (ARFUSE_COMPILE=0 also).
-  bool allow_compile = true;
-};
 
 enum class CodeOrigin { memory, disk, compiled };
 ARFUSE_API const char* to_string(CodeOrigin origin);
@@ -58,7 +51,7 @@ class ARFUSE_API KernelCache {
   bool compile_allowed() const { return options_.allow_compile; }
   KernelCacheStats stats() const;
   // The compiler for a target, loaded on first use; throws Unavailable or UnsupportedTarget.
-  std::shared_ptr<const jit::Compiler> compiler(const jit::Target& target);
+  std::shared_ptr<const jit::Compiler> compiler(const Target& target);
 
  private:
   std::shared_ptr<const CompiledKernel> produce(const jit::Source& source, const Digest& source_digest,

@@ -22,13 +22,13 @@
 #include <set>
 #include <sstream>
 
-#include "arfuse/base/settings.hpp"
 #include "arfuse/base/sha256.hpp"
 #include "arfuse/base/subprocess.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/jit/elf_file.hpp"
 #include "arfuse/jit/templates.hpp"
+#include "arfuse/settings.hpp"
 
 namespace arfuse::jit {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "arfuse/export.hpp"
 #include "arfuse/jit/render.hpp"
-#include "arfuse/jit/target.hpp"
+#include "arfuse/target.hpp"
 
 namespace arfuse::jit {
 

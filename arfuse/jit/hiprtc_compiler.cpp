@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -11,39 +10,10 @@
 #include "arfuse/base/load_once.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/jit/compiler.hpp"
+#include "arfuse/jit/runtime_compiler.hpp"
 
 namespace arfuse::jit {
 namespace {
-
-using hiprtcProgram = struct _hiprtcProgram*;
-using hiprtcResult = int;
-
-struct HiprtcApi {
-  explicit HiprtcApi(const DynamicLibrary& lib) {
-    lib.bind(version, "hiprtcVersion");
-    lib.bind(error_string, "hiprtcGetErrorString");
-    lib.bind(create, "hiprtcCreateProgram");
-    lib.bind(destroy, "hiprtcDestroyProgram");
-    lib.bind(add_name_expression, "hiprtcAddNameExpression");
-    lib.bind(compile, "hiprtcCompileProgram");
-    lib.bind(lowered_name, "hiprtcGetLoweredName");
-    lib.bind(log_size, "hiprtcGetProgramLogSize");
-    lib.bind(log, "hiprtcGetProgramLog");
-    lib.bind(code_size, "hiprtcGetCodeSize");
-    lib.bind(code, "hiprtcGetCode");
-  }
-  hiprtcResult (*version)(int*, int*);
-  const char* (*error_string)(hiprtcResult);
-  hiprtcResult (*create)(hiprtcProgram*, const char*, const char*, int, const char**, const char**);
-  hiprtcResult (*destroy)(hiprtcProgram*);
-  hiprtcResult (*add_name_expression)(hiprtcProgram, const char*);
-  hiprtcResult (*compile)(hiprtcProgram, int, const char**);
-  hiprtcResult (*lowered_name)(hiprtcProgram, const char*, const char**);
-  hiprtcResult (*log_size)(hiprtcProgram, size_t*);
-  hiprtcResult (*log)(hiprtcProgram, char*);
-  hiprtcResult (*code_size)(hiprtcProgram, size_t*);
-  hiprtcResult (*code)(hiprtcProgram, char*);
-};
 
 // The ISAs the local code-object manager knows. hiprtc 5.2 aborts the whole process when
 // asked for an ISA outside this list (gfx942, gfx1100), so the list is checked first.
@@ -76,9 +46,9 @@ class HiprtcCompiler final : public Compiler {
                                                                     "libamdhip64.so.5", "libamdhip64.so"})),
         comgr_("the AMD code-object manager (comgr)",
                with_rocm_folders({"libamd_comgr.so.3", "libamd_comgr.so.2", "libamd_comgr.so"})),
-        api_(lib_) {
+        api_(lib_, "hiprtc", "Code") {
     int major = 0, minor = 0;
-    check(api_.version(&major, &minor), "hiprtcVersion");
+    api_.check(api_.version(&major, &minor), "Version");
     identity_ = fmt::format("hiprtc {}.{} ({}, {})", major, minor, file_name(lib_.path()), file_name(comgr_.path()));
     targets_ = comgr_isas(comgr_);
   }
@@ -91,48 +61,13 @@ class HiprtcCompiler final : public Compiler {
     require_target(*this, source.spec.target);
     // hiprtc 5.x keeps global compiler state; concurrent compiles are not safe there.
     std::lock_guard<std::mutex> lock(mutex_);
-    hiprtcProgram program = nullptr;
-    check(api_.create(&program, source.text.c_str(), source.program_name.c_str(), 0, nullptr, nullptr),
-          "hiprtcCreateProgram");
-    std::unique_ptr<_hiprtcProgram, std::function<void(hiprtcProgram)>> guard(
-        program, [this](hiprtcProgram p) { api_.destroy(&p); });
-    check(api_.add_name_expression(program, source.name_expression.c_str()), "hiprtcAddNameExpression");
-    std::vector<const char*> options;
-    for (const auto& o : source.options) options.push_back(o.c_str());
-    hiprtcResult result = api_.compile(program, int(options.size()), options.data());
-    CompiledCode code;
-    code.log = program_log(program);
-    if (result != 0) {
-      throw CompileError(fmt::format("hiprtc failed to compile {} ({}): {}", source.spec.text(), source.name_expression,
-                                     api_.error_string(result)),
-                         code.log, source.name_expression, source.options);
-    }
-    const char* lowered = nullptr;
-    check(api_.lowered_name(program, source.name_expression.c_str(), &lowered), "hiprtcGetLoweredName");
-    code.lowered_name = lowered;
-    size_t size = 0;
-    check(api_.code_size(program, &size), "hiprtcGetCodeSize");
-    code.payload.resize(size);
-    check(api_.code(program, reinterpret_cast<char*>(code.payload.data())), "hiprtcGetCode");
-    return code;
+    return compile_with(api_, "hiprtc", source);
   }
 
  private:
-  void check(hiprtcResult result, const char* call) const {
-    if (result != 0) throw Error(fmt::format("{} failed: {}", call, api_.error_string(result)));
-  }
-  std::string program_log(hiprtcProgram program) const {
-    size_t size = 0;
-    if (api_.log_size(program, &size) != 0 || size <= 1) return {};
-    std::string log(size, '\0');
-    api_.log(program, log.data());
-    log.resize(log.find('\0') == std::string::npos ? size : log.find('\0'));
-    return log;
-  }
-
   DynamicLibrary lib_;
   DynamicLibrary comgr_;
-  HiprtcApi api_;
+  RuntimeCompilerApi api_;
   std::string identity_;
   std::vector<std::string> targets_;
   mutable std::mutex mutex_;

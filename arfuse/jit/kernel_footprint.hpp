@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "arfuse/export.hpp"
-#include "arfuse/jit/target.hpp"
+#include "arfuse/target.hpp"
 
 namespace arfuse::jit {
 

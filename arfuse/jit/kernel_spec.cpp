@@ -7,22 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "arfuse/base/names.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/templates/limits.cuh"
 
 namespace arfuse::jit {
 namespace {
-
-template <typename Enum>
-Enum parse_enum(std::string_view what, std::string_view text, const std::vector<Enum>& values) {
-  std::string allowed;
-  for (Enum v : values) {
-    if (text == to_string(v)) return v;
-    allowed += allowed.empty() ? "" : ", ";
-    allowed += to_string(v);
-  }
-  throw Error(fmt::format("unknown {} '{}': allowed are {}", what, text, allowed));
-}
 
 // A spec of `module` as parse reads it, in `quant` where known (a group mode's example then shows
 // its group fields).
@@ -196,21 +186,21 @@ KernelSpec KernelSpec::from_json(const nlohmann::json& j) {
   return s;
 }
 
-const char* to_string(Module v) {
-  switch (v) {
-    case Module::rmsnorm_quant: return "rmsnorm_quant";
-    case Module::token_quant: return "token_quant";
-    case Module::group_quant: return "group_quant";
-    case Module::fused_ar: return "fused_ar";
-    case Module::allreduce: return "allreduce";
-  }
-  return "?";
-}
+namespace {
+
+const Names<Module> kModules{{Module::rmsnorm_quant, "rmsnorm_quant"},
+                             {Module::token_quant, "token_quant"},
+                             {Module::fused_ar, "fused_ar"},
+                             {Module::allreduce, "allreduce"},
+                             {Module::group_quant, "group_quant"}};
+
+}  // namespace
+
+const char* to_string(Module v) { return name_in(kModules, v); }
 const std::vector<Module>& all_modules() {
-  static const std::vector<Module> v{Module::rmsnorm_quant, Module::token_quant, Module::fused_ar, Module::allreduce,
-                                     Module::group_quant};
+  static const auto v = values_in(kModules);
   return v;
 }
-Module parse_module(std::string_view t) { return parse_enum("module", t, all_modules()); }
+Module parse_module(std::string_view t) { return parse_in(kModules, "module", t); }
 
 }  // namespace arfuse::jit

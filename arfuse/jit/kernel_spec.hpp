@@ -19,8 +19,8 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "arfuse/export.hpp"
-#include "arfuse/jit/target.hpp"
 #include "arfuse/modes.hpp"
+#include "arfuse/target.hpp"
 #include "arfuse/templates/limits.cuh"
 
 namespace arfuse::jit {

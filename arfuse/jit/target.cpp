@@ -1,4 +1,4 @@
-#include "arfuse/jit/target.hpp"
+#include "arfuse/target.hpp"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 
 #include "arfuse/error.hpp"
 
-namespace arfuse::jit {
+namespace arfuse {
 namespace {
 
 bool all_digits(std::string_view s) {
@@ -83,4 +83,4 @@ bool Target::programmatic_dependent_launch() const { return vendor_ == Vendor::n
 const char* to_string(Vendor vendor) { return vendor == Vendor::nvidia ? "nvidia" : "amd"; }
 const char* to_string(Fp8Format format) { return format == Fp8Format::e4m3fn ? "e4m3fn" : "e4m3fnuz"; }
 
-}  // namespace arfuse::jit
+}  // namespace arfuse

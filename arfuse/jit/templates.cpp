@@ -6,9 +6,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "arfuse/base/settings.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/jit/embedded_templates.hpp"
+#include "arfuse/settings.hpp"
 
 namespace arfuse::jit {
 namespace {

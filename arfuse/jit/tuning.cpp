@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/bounded_json.hpp"
-#include "arfuse/base/settings.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
+#include "arfuse/settings.hpp"
 
 namespace arfuse::jit {
 namespace {

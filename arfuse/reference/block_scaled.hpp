@@ -9,8 +9,8 @@
 
 #include "arfuse/export.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
-#include "arfuse/jit/target.hpp"
 #include "arfuse/reference/model.hpp"
+#include "arfuse/target.hpp"
 
 namespace arfuse::reference {
 
@@ -18,7 +18,7 @@ struct ARFUSE_API GroupQuantConfig {
   int hidden = 0;
   int group_size = 128;
   DType dtype = DType::bf16;
-  jit::Fp8Format format = jit::Fp8Format::e4m3fn;
+  Fp8Format format = Fp8Format::e4m3fn;
   ScaleFormat scale_format = ScaleFormat::f32;
   ScaleLayout layout = ScaleLayout::row_major;
 };

@@ -74,7 +74,7 @@ float row_amax(const Layout& l, const float* y) {
 
 void quantize_row(const EpilogueConfig& c, const Layout& l, const float* y, std::uint8_t* q, float* scale) {
   const float amax = row_amax(l, y);
-  const jit::Fp8Format format = c.target.fp8_format();
+  const Fp8Format format = c.target.fp8_format();
   const float s = amax > 0.0f ? amax / fp8_max(format) : 1.0f;
   for (int i = 0; i < c.hidden; ++i) q[i] = float_to_fp8(y[i] / s, format);
   *scale = s;

@@ -25,7 +25,7 @@ struct ARFUSE_API EpilogueConfig {
   DType dtype = DType::bf16;
   EpilogueMode mode;
   float eps = 1e-6f;
-  jit::Target target = jit::Target::parse("sm_90");
+  Target target = Target::parse("sm_90");
 };
 
 struct ARFUSE_API EpilogueOutputs {

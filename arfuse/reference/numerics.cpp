@@ -11,22 +11,22 @@ namespace {
 
 // The nonnegative finite values of an e4m3 format, indexed by code 0..0x7f (NaN slots hold
 // NaN). fn: bias 7, 0x7f is NaN, max 448. fnuz: bias 8, 0x80 is NaN, max 240.
-std::array<float, 128> fp8_table(jit::Fp8Format format) {
-  const int bias = format == jit::Fp8Format::e4m3fn ? 7 : 8;
+std::array<float, 128> fp8_table(Fp8Format format) {
+  const int bias = format == Fp8Format::e4m3fn ? 7 : 8;
   std::array<float, 128> table{};
   for (int code = 0; code < 128; ++code) {
     const int exponent = code >> 3, mantissa = code & 7;
     table[code] = exponent == 0 ? std::ldexp(float(mantissa) / 8.0f, 1 - bias)
                                 : std::ldexp(1.0f + float(mantissa) / 8.0f, exponent - bias);
   }
-  if (format == jit::Fp8Format::e4m3fn) table[0x7f] = std::numeric_limits<float>::quiet_NaN();
+  if (format == Fp8Format::e4m3fn) table[0x7f] = std::numeric_limits<float>::quiet_NaN();
   return table;
 }
 
-const std::array<float, 128>& table_for(jit::Fp8Format format) {
-  static const auto fn = fp8_table(jit::Fp8Format::e4m3fn);
-  static const auto fnuz = fp8_table(jit::Fp8Format::e4m3fnuz);
-  return format == jit::Fp8Format::e4m3fn ? fn : fnuz;
+const std::array<float, 128>& table_for(Fp8Format format) {
+  static const auto fn = fp8_table(Fp8Format::e4m3fn);
+  static const auto fnuz = fp8_table(Fp8Format::e4m3fnuz);
+  return format == Fp8Format::e4m3fn ? fn : fnuz;
 }
 
 }  // namespace
@@ -86,16 +86,16 @@ std::uint16_t float_to_f16(float value) {
 
 float max_keep_nan(float a, float b) { return (a != a || a > b) ? a : b; }
 
-float fp8_max(jit::Fp8Format format) { return format == jit::Fp8Format::e4m3fn ? 448.0f : 240.0f; }
+float fp8_max(Fp8Format format) { return format == Fp8Format::e4m3fn ? 448.0f : 240.0f; }
 
-float fp8_to_float(std::uint8_t code, jit::Fp8Format format) {
-  if (format == jit::Fp8Format::e4m3fnuz && code == 0x80) return std::numeric_limits<float>::quiet_NaN();
+float fp8_to_float(std::uint8_t code, Fp8Format format) {
+  if (format == Fp8Format::e4m3fnuz && code == 0x80) return std::numeric_limits<float>::quiet_NaN();
   const float magnitude = table_for(format)[code & 0x7f];
   return (code & 0x80) ? -magnitude : magnitude;
 }
 
-std::uint8_t float_to_fp8(float value, jit::Fp8Format format) {
-  const bool fn = format == jit::Fp8Format::e4m3fn;
+std::uint8_t float_to_fp8(float value, Fp8Format format) {
+  const bool fn = format == Fp8Format::e4m3fn;
   if (std::isnan(value)) return fn ? 0x7f : 0x80;
   const std::uint8_t sign = std::signbit(value) ? 0x80 : 0;
   const float a = std::fabs(value);

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "arfuse/export.hpp"
-#include "arfuse/jit/target.hpp"
+#include "arfuse/target.hpp"
 
 namespace arfuse::reference {
 
@@ -22,8 +22,8 @@ ARFUSE_API std::uint16_t float_to_bf16(float value);
 ARFUSE_API float f16_to_float(std::uint16_t bits);
 ARFUSE_API std::uint16_t float_to_f16(float value);
 
-ARFUSE_API float fp8_to_float(std::uint8_t code, jit::Fp8Format format);
-ARFUSE_API std::uint8_t float_to_fp8(float value, jit::Fp8Format format);
-ARFUSE_API float fp8_max(jit::Fp8Format format);
+ARFUSE_API float fp8_to_float(std::uint8_t code, Fp8Format format);
+ARFUSE_API std::uint8_t float_to_fp8(float value, Fp8Format format);
+ARFUSE_API float fp8_max(Fp8Format format);
 
 }  // namespace arfuse::reference

@@ -6,56 +6,68 @@
 
 namespace arfuse {
 
-Context::Context(ContextOptions options) : device_(options.device), cache_(std::move(options.cache)) {}
+struct ContextAccess {
+  static ContextState& of(const Context& ctx) { return *ctx.state_; }
+};
 
-jit::KernelSpec Context::spec(jit::Module module, int hidden, DType dtype, const EpilogueMode& mode, int world,
-                              int stage) const {
+Context::Context(ContextOptions options)
+    : state_(std::make_unique<ContextState>(options.device, std::move(options.cache))) {}
+
+Context::~Context() = default;
+
+const Device& Context::device() const { return state_->device; }
+
+cache::KernelCache& kernel_cache(Context& ctx) { return ContextAccess::of(ctx).cache; }
+
+jit::KernelSpec spec_for(const Context& ctx, jit::Module module, int hidden, DType dtype, const EpilogueMode& mode,
+                         int world, int stage) {
   jit::KernelSpec s;
   s.module = module, s.hidden = hidden, s.dtype = dtype, s.mode = mode;
-  s.world = world, s.stage = stage, s.target = device_.target();
+  s.world = world, s.stage = stage, s.target = ctx.device().target();
   s.validate();
   return s.canonical();
 }
 
-const LaunchableKernel& Context::kernel(const jit::KernelSpec& requested) {
-  const bool own_target = requested.target == device_.target();
+const LaunchableKernel& load_kernel(Context& ctx, const jit::KernelSpec& requested) {
+  ContextState& c = ContextAccess::of(ctx);
+  const bool own_target = requested.target == c.device.target();
   const std::uint64_t packed = requested.packed();
   if (own_target) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = loaded_.find(packed);
-    if (it != loaded_.end()) return *it->second;
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto it = c.loaded.find(packed);
+    if (it != c.loaded.end()) return *it->second;
   }
   const std::string key = requested.text();
   std::shared_future<std::shared_ptr<const LaunchableKernel>> future;
   std::promise<std::shared_ptr<const LaunchableKernel>> promise;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = kernels_.find(key);
-    if (it != kernels_.end()) return *it->second.get();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto it = c.kernels.find(key);
+    if (it != c.kernels.end()) return *it->second.get();
     future = promise.get_future().share();
-    kernels_.emplace(key, future);
+    c.kernels.emplace(key, future);
   }
   try {
-    const jit::Target& t = requested.target;
-    if (t.vendor() != device_.target().vendor() || t.generation() > device_.target().generation()) {
+    const Target& t = requested.target;
+    if (t.vendor() != c.device.target().vendor() || t.generation() > c.device.target().generation()) {
       throw Error(fmt::format("spec {} is for {}, which cannot run on device {} ({}, {})", key, t.name(),
-                              device_.ordinal(), device_.name(), device_.target().name()));
+                              c.device.ordinal(), c.device.name(), c.device.target().name()));
     }
-    cache::CompiledKernel code = cache_.get(requested);
-    auto module = LoadedModule::load(device_, code.entry.payload);
+    cache::CompiledKernel code = c.cache.get(requested);
+    auto module = LoadedModule::load(c.device, code.entry.payload);
     auto k = std::make_shared<LaunchableKernel>(LaunchableKernel{
         code.spec, code.block, module->kernel(code.entry.lowered_name, code.block.threads), code.origin, 0});
     k->max_blocks_per_multiprocessor = k->kernel.max_active_blocks_per_multiprocessor();
     promise.set_value(k);
     if (own_target) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      loaded_.emplace(packed, k);
+      std::lock_guard<std::mutex> lock(c.mutex);
+      c.loaded.emplace(packed, k);
     }
     return *k;
   } catch (...) {
     promise.set_exception(std::current_exception());
-    std::lock_guard<std::mutex> lock(mutex_);
-    kernels_.erase(key);
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.kernels.erase(key);
     throw;
   }
 }

@@ -1,8 +1,6 @@
-// Context: one device, its kernel cache, and the in-memory layer of launchable kernels keyed
-// by spec (a repeated ctx.kernel(spec) is a lookup). Thread-safe.
-//
-//   arfuse::Context ctx;                                   // device 0, default cache folder
-//   auto& k = ctx.kernel(ctx.spec_rmsnorm_quant(6144, DType::bf16, Quant::fp8, Norm::rms));
+// What the runtime does with a Context (arfuse/context.hpp): its kernel cache, and the in-memory
+// layer of launchable kernels keyed by spec, so that a repeated load_kernel(ctx, spec) is a
+// lookup that builds no string (jit::KernelSpec::packed).
 #pragma once
 
 #include <future>
@@ -13,15 +11,11 @@
 #include <unordered_map>
 
 #include "arfuse/cache/kernel_cache.hpp"
+#include "arfuse/context.hpp"
 #include "arfuse/export.hpp"
 #include "arfuse/runtime/device/device.hpp"
 
 namespace arfuse {
-
-struct ARFUSE_API ContextOptions {
-  int device = 0;
-  cache::CacheOptions cache;
-};
 
 struct ARFUSE_API LaunchableKernel {
   jit::KernelSpec spec;
@@ -31,26 +25,22 @@ struct ARFUSE_API LaunchableKernel {
   int max_blocks_per_multiprocessor = 0;
 };
 
-class ARFUSE_API Context {
- public:
-  explicit Context(ContextOptions options = {});
-  const Device& device() const { return device_; }
-  cache::KernelCache& cache() { return cache_; }
-
-  // Throws Error when spec.target cannot run on this device, and whatever the cache throws.
-  const LaunchableKernel& kernel(const jit::KernelSpec& spec);
-  // A spec for this device's target; throws Error for a hidden size or mode no kernel takes.
-  jit::KernelSpec spec(jit::Module module, int hidden, DType dtype, const EpilogueMode& mode = {}, int world = 1,
-                       int stage = 1) const;
-
- private:
-  Device device_;
-  cache::KernelCache cache_;
-  std::mutex mutex_;
-  std::map<std::string, std::shared_future<std::shared_ptr<const LaunchableKernel>>> kernels_;
-  // Loaded kernels for this device's own target by packed spec: the per-call lookup builds no
-  // string (jit::KernelSpec::packed).
-  std::unordered_map<std::uint64_t, std::shared_ptr<const LaunchableKernel>> loaded_;
+struct ContextState {
+  ContextState(int device, CacheOptions cache) : device(device), cache(std::move(cache)) {}
+  Device device;
+  cache::KernelCache cache;
+  std::mutex mutex;
+  std::map<std::string, std::shared_future<std::shared_ptr<const LaunchableKernel>>> kernels;
+  // Loaded kernels for this device's own target by packed spec.
+  std::unordered_map<std::uint64_t, std::shared_ptr<const LaunchableKernel>> loaded;
 };
+
+// The kernel for `spec`, loaded on ctx's device (compiled or read from the cache on first use).
+// Throws Error when spec.target cannot run on this device, and whatever the cache throws.
+ARFUSE_API const LaunchableKernel& load_kernel(Context& ctx, const jit::KernelSpec& spec);
+// A spec for ctx's device's target; throws Error for a hidden size or mode no kernel takes.
+ARFUSE_API jit::KernelSpec spec_for(const Context& ctx, jit::Module module, int hidden, DType dtype,
+                                    const EpilogueMode& mode = {}, int world = 1, int stage = 1);
+ARFUSE_API cache::KernelCache& kernel_cache(Context& ctx);
 
 }  // namespace arfuse

@@ -1,8 +1,10 @@
-#include "arfuse/runtime/epilogue.hpp"
+#include "arfuse/epilogue.hpp"
 
 #include <fmt/format.h>
 
 #include "arfuse/error.hpp"
+#include "arfuse/runtime/context.hpp"
+#include "arfuse/runtime/epilogue_launch.hpp"
 #include "arfuse/runtime/validate.hpp"
 
 namespace arfuse {
@@ -12,7 +14,7 @@ using detail::require_pointer;
 namespace {
 
 void launch_kernel(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
-  const auto& k = ctx.kernel(ctx.spec(jit::Module::rmsnorm_quant, a.hidden, a.dtype, a.mode));
+  const auto& k = load_kernel(ctx, spec_for(ctx, jit::Module::rmsnorm_quant, a.hidden, a.dtype, a.mode));
   const auto strides = detail::scale_strides(a.mode, a.tokens, a.hidden);
   const void* in = a.input;
   const void* res_in = a.residual_in;
@@ -32,38 +34,13 @@ void launch_kernel(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream
 
 }  // namespace
 
-void validate_args(const RmsnormQuantArgs& a) {
-  a.mode.validate(a.hidden);
-  detail::require_tokens(a.tokens);
-  detail::require_eps(a.eps);
-  if (a.tokens == 0) return;
-  detail::require_epilogue_pointers(
-      {a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.mode.quant},
-      "(the reduced tensor)");
-}
-
-void validate_args(const GroupQuantArgs& a) {
-  if (!jit::takes_quant(jit::Module::group_quant, a.mode.quant)) {
-    throw Error(
-        fmt::format("group_quant takes quant fp8_group or mxfp4, not {} (the mirror modes belong to the "
-                    "epilogue kernels)",
-                    to_string(a.mode.quant)));
-  }
-  a.mode.validate(a.hidden);
-  detail::require_tokens(a.tokens);
-  if (a.tokens == 0) return;
-  require_pointer(a.input, "input", "(the tensor to quantise)");
-  require_pointer(a.out, "out", "(the quantised output)");
-  require_pointer(a.scales, "scales", "(the group scales)");
-}
-
 void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
   validate_args(a);
   if (a.tokens == 0) return;
   launch_kernel(ctx, a, stream);
 }
 
-void detail::launch_rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
+void launch_rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
   launch_kernel(ctx, a, stream);
 }
 
@@ -74,7 +51,7 @@ void token_quant(Context& ctx, const TokenQuantArgs& a, const Stream& stream) {
   require_pointer(a.input, "input", "(the tensor to quantise)");
   require_pointer(a.out, "out", "(the fp8 output)");
   require_pointer(a.scales, "scales", "(the per-token scales)");
-  const auto& k = ctx.kernel(ctx.spec(jit::Module::token_quant, a.hidden, a.dtype));
+  const auto& k = load_kernel(ctx, spec_for(ctx, jit::Module::token_quant, a.hidden, a.dtype));
   const void* in = a.input;
   void* out = a.out;
   float* scales = a.scales;
@@ -87,7 +64,7 @@ void token_quant(Context& ctx, const TokenQuantArgs& a, const Stream& stream) {
 void group_quant(Context& ctx, const GroupQuantArgs& a, const Stream& stream) {
   validate_args(a);
   if (a.tokens == 0) return;
-  const auto& k = ctx.kernel(ctx.spec(jit::Module::group_quant, a.hidden, a.dtype, a.mode));
+  const auto& k = load_kernel(ctx, spec_for(ctx, jit::Module::group_quant, a.hidden, a.dtype, a.mode));
   const auto strides = detail::scale_strides(a.mode, a.tokens, a.hidden);
   const void* in = a.input;
   void* out = a.out;

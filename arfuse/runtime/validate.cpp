@@ -5,7 +5,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "arfuse/epilogue.hpp"
 #include "arfuse/error.hpp"
+#include "arfuse/group.hpp"
+#include "arfuse/jit/kernel_spec.hpp"
 
 namespace arfuse::detail {
 
@@ -55,3 +58,64 @@ ScaleStrides scale_strides(const EpilogueMode& mode, int tokens, int hidden) {
 }
 
 }  // namespace arfuse::detail
+
+namespace arfuse {
+
+using detail::require_pointer;
+
+namespace {
+
+void check_group_shape(int tokens, int hidden, int max_tokens, int max_hidden) {
+  detail::require_tokens(tokens, max_tokens);
+  check_hidden(hidden);
+  if (hidden > max_hidden) {
+    throw Error(
+        fmt::format("hidden is {}, more than the max_hidden of {} the group was created with", hidden, max_hidden));
+  }
+}
+
+}  // namespace
+
+void validate_args(const AllreduceRmsnormArgs& a, int max_tokens, int max_hidden) {
+  check_group_shape(a.tokens, a.hidden, max_tokens, max_hidden);
+  a.mode.validate(a.hidden);
+  detail::require_eps(a.eps);
+  if (a.tokens == 0) return;
+  detail::require_epilogue_pointers(
+      {a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.mode.quant},
+      "(this rank's contribution)");
+}
+
+void validate_args(const AllreduceArgs& a, int max_tokens, int max_hidden) {
+  check_group_shape(a.tokens, a.hidden, max_tokens, max_hidden);
+  if (a.tokens == 0) return;
+  require_pointer(a.input, "input", "(this rank's contribution)");
+  require_pointer(a.out, "out", "(the sum)");
+}
+
+void validate_args(const RmsnormQuantArgs& a) {
+  a.mode.validate(a.hidden);
+  detail::require_tokens(a.tokens);
+  detail::require_eps(a.eps);
+  if (a.tokens == 0) return;
+  detail::require_epilogue_pointers(
+      {a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.mode.quant},
+      "(the reduced tensor)");
+}
+
+void validate_args(const GroupQuantArgs& a) {
+  if (!jit::takes_quant(jit::Module::group_quant, a.mode.quant)) {
+    throw Error(
+        fmt::format("group_quant takes quant fp8_group or mxfp4, not {} (the mirror modes belong to the "
+                    "epilogue kernels)",
+                    to_string(a.mode.quant)));
+  }
+  a.mode.validate(a.hidden);
+  detail::require_tokens(a.tokens);
+  if (a.tokens == 0) return;
+  require_pointer(a.input, "input", "(the tensor to quantise)");
+  require_pointer(a.out, "out", "(the quantised output)");
+  require_pointer(a.scales, "scales", "(the group scales)");
+}
+
+}  // namespace arfuse

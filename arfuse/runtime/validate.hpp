@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "arfuse/jit/kernel_spec.hpp"
+#include "arfuse/modes.hpp"
 
 namespace arfuse::detail {
 

@@ -10,9 +10,9 @@
 // one: y times 2^64 when the scale is below 2^-100 (exact for powers of two), so the reciprocal
 // never overflows, and the product alone where an Inf makes the correction NaN.
 // Where the steps still differ from y / scale in f32, both are below 2^-12 in magnitude with
-// the same sign: the same FP8 code (+-0) in both formats. tests/test_fp8_divide.cpp checks
+// the same sign: the same FP8 code (+-0) in both formats. tests/cpu/fp8_division.cpp checks
 // that claim against IEEE division, for every bf16 and f16 y with |y| <= amax, over sampled
-// amax in [cpu] and over every amax in its [.exhaustive] case. Shared with that host test, so
+// amax in [cpu] and over every amax in its [exhaustive] case. Shared with that host test, so
 // it proves this very code.
 #pragma once
 
@@ -30,7 +30,7 @@ struct Fp8Divisor {
 
 // amax / fp8_max for amax > 0 a finite value of T (bf16 or f16) and fp8_max 448 or 240: the
 // product with the rounded reciprocal and one FMA correction, which is IEEE's quotient for every
-// such amax, subnormal quotients included (tests/test_fp8_divide.cpp checks all of them). A
+// such amax, subnormal quotients included (tests/cpu/fp8_division.cpp checks all of them). A
 // division is about a dozen instructions with its range check, and the block-scaled modes need
 // one per group of every lane.
 ARFUSE_HOST_DEVICE inline float quotient_by_fp8_max(float amax, float fp8_max) {
@@ -47,7 +47,7 @@ ARFUSE_HOST_DEVICE inline float fp8_scale(float amax, float fp8_max) {
 
 // 1 / d correctly rounded, for 2^-126 <= |d| < 2^126. On NVIDIA the hardware's approximation and
 // one Newton step, which is what rcp.rn computes in that range, without the range check and the
-// branch to its slow path (tests/test_gpu_epilogue.cpp compares every divisor the quantisers can
+// branch to its slow path (tests/gpu/epilogue.cpp compares every divisor the quantisers can
 // form with IEEE's). Elsewhere the IEEE division.
 ARFUSE_HOST_DEVICE inline float reciprocal_in_normal_range(float d) {
 #if defined(ARFUSE_VENDOR_NVIDIA) && (defined(__CUDA_ARCH__) || defined(__CUDACC_RTC__))

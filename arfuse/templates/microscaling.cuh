@@ -1,5 +1,5 @@
 // The bit-level steps of block-scaled quantisation (contract steps 7b and 7c) that the kernels
-// run, shared with the host build so that tests/test_block_scaled.cpp checks this very code
+// run, shared with the host build so that tests/cpu/quant.cpp checks this very code
 // against the reference model over every bf16 value and every exponent: UE8M0 rounding of a
 // scale, floor(log2) of an amax, and the E2M1 code of an element. Plain C++ on the host.
 #pragma once

@@ -284,7 +284,7 @@ __device__ __forceinline__ T round_to(float f) {
 
 // Two roundings to T packed as (second << 16) | first. The pair instructions round to nearest
 // even like the software path and turn every NaN into the canonical 0x7fff (on sm_90 for all
-// 2^24 f32 NaN patterns, measured 2026-12-03); tests/test_gpu_epilogue.cpp checks both, NaN
+// 2^24 f32 NaN patterns, measured 2026-12-03); tests/gpu/epilogue.cpp checks both, NaN
 // payloads of both signs included, on every device it runs on.
 template <typename T>
 __device__ __forceinline__ u32 round_pair(float first, float second) {
@@ -315,7 +315,7 @@ __device__ __forceinline__ Vec16 pack8(const float (&in)[8]) {
 // step 2): the f32 sum of two T values is either exact or far from a rounding boundary of T, since
 // f32 keeps more than 2p + 1 bits for T's p (double rounding is innocuous for addition). That the
 // hardware also rounds to nearest even, keeps subnormals and gives the canonical NaN 0x7fff, as
-// T(v) must, tests/test_gpu_epilogue.cpp checks with every pair of values of both types.
+// T(v) must, tests/gpu/epilogue.cpp checks with every pair of values of both types.
 #if defined(ARFUSE_VENDOR_NVIDIA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 inline constexpr bool kPairAdd = true;
 template <typename T>

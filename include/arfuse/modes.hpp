@@ -16,24 +16,17 @@ namespace arfuse {
 enum class DType { f16, bf16 };
 
 // Per-token FP8, per-token-group FP8 and MXFP4, each with an optional mirror output (y in T).
-// The values are the device code's mode codes, so a mode reaches a kernel as int(mode).
-enum class Quant {
-  none = 0,
-  fp8 = 1,
-  fp8_mirror = 2,
-  fp8_group = 3,
-  fp8_group_mirror = 4,
-  mxfp4 = 5,
-  mxfp4_mirror = 6
-};
+// In this order: a mode reaches a kernel as int(mode), the device code's code for it (pinned by
+// static_asserts where the library is built).
+enum class Quant { none, fp8, fp8_mirror, fp8_group, fp8_group_mirror, mxfp4, mxfp4_mirror };
 
-enum class Norm { rms = 0, gemma = 1 };  // RMSNorm: y * w; Gemma's: y * (w + 1)
+enum class Norm { rms, gemma };  // RMSNorm: y * w; Gemma's: y * (w + 1)
 
 // How a per-token-group FP8 scale is stored (contract step 7b).
 enum class ScaleFormat {
-  f32 = 0,        // amax / FP8_MAX (1 when amax is 0), as fp32
-  ue8m0_f32 = 1,  // that scale rounded up to a power of two, as fp32
-  e8m0 = 2,       // the same power of two as its E8M0 byte
+  f32,        // amax / FP8_MAX (1 when amax is 0), as fp32
+  ue8m0_f32,  // that scale rounded up to a power of two, as fp32
+  e8m0,       // the same power of two as its E8M0 byte
 };
 
 enum class ScaleLayout {

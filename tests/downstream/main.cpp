@@ -1,27 +1,22 @@
-// Uses the public API from outside the project: renders a kernel, plans a call on a synthetic
-// topology, and reads a setting. No GPU needed.
+// Uses the public API from outside the project, through <arfuse/arfuse.hpp> alone: checks a mode,
+// validates a call's arguments, reads the settings and the cache folder. No GPU needed.
 #include <cstdio>
 
-#include <arfuse/base/settings.hpp>
-#include <arfuse/error.hpp>
-#include <arfuse/jit/render.hpp>
-#include <arfuse/runtime/group.hpp>
+#include <arfuse/arfuse.hpp>
 
 int main() {
-  const auto source = arfuse::jit::render(arfuse::jit::KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8/rms/sm_90"));
-  if (source.name_expression.find("rmsnorm_quant_kernel") == std::string::npos) return 1;
-  arfuse::Topology topology;
-  topology.world = 4, topology.ranks_per_device = 1, topology.multiprocessors = 132;
-  topology.max_tokens = 128, topology.max_hidden = 8192;
-  const auto policy = arfuse::StagePolicy::resolve(arfuse::jit::TuningTable::embedded_default(), topology);
-  const auto plan = arfuse::plan_call(topology, policy, arfuse::CallShape{true, 64, 4096});
-  if (plan.spec.text() != "fused_ar/h4096/bf16/none/rms/w4/s1/sm_90") return 1;
+  arfuse::EpilogueMode mode;
+  mode.quant = arfuse::Quant::fp8_group;
+  mode.group_size = 64;
+  mode.validate(4096);
   try {
     arfuse::validate_args(arfuse::AllreduceRmsnormArgs{}, 128, 8192);  // hidden 0: refused
     return 1;
   } catch (const arfuse::Error&) {  // thrown inside libarfuse, caught here: the type crosses the boundary
   }
-  std::printf("downstream: %s, %s, %zu settings\n", source.name_expression.c_str(), plan.spec.text().c_str(),
-              arfuse::settings::all().size());
+  const arfuse::Target target = arfuse::Target::parse("sm_90");
+  std::printf("downstream: arfuse %s, %s, %s on %s, %zu settings, cache %s\n", arfuse::version(), mode.text().c_str(),
+              arfuse::to_string(arfuse::Path::two_stage), target.name().c_str(), arfuse::settings::all().size(),
+              arfuse::default_cache_dir().c_str());
   return 0;
 }

@@ -4,8 +4,8 @@
 
 #include "arfuse/base/load_once.hpp"
 #include "arfuse/base/log.hpp"
-#include "arfuse/base/settings.hpp"
 #include "arfuse/error.hpp"
+#include "arfuse/settings.hpp"
 
 namespace arfuse::device {
 namespace {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/jit/target.hpp"
 #include "arfuse/runtime/device/device.hpp"
+#include "arfuse/target.hpp"
 
 namespace arfuse::device {
 
@@ -22,7 +22,7 @@ using NativeGraph = void*;
 
 struct DeviceProperties {
   std::string name;
-  jit::Target target = jit::Target::parse("sm_90");
+  Target target = Target::parse("sm_90");
   int multiprocessors = 0;
   std::string pci_bus_id;
 };

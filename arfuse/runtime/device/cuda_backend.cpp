@@ -52,7 +52,7 @@ class CudaBackend final : public Backend {
     check(d.cuDeviceGetAttribute(&major, cuda::kAttrComputeCapabilityMajor, h), "cuDeviceGetAttribute");
     check(d.cuDeviceGetAttribute(&minor, cuda::kAttrComputeCapabilityMinor, h), "cuDeviceGetAttribute");
     check(d.cuDeviceGetAttribute(&p.multiprocessors, cuda::kAttrMultiprocessorCount, h), "cuDeviceGetAttribute");
-    p.target = jit::Target::parse(fmt::format("sm_{}{}", major, minor));
+    p.target = Target::parse(fmt::format("sm_{}{}", major, minor));
     char bus[64] = {};
     check(d.cuDeviceGetPCIBusId(bus, sizeof(bus), h), "cuDeviceGetPCIBusId");
     p.pci_bus_id = bus;

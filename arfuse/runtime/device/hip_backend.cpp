@@ -49,7 +49,7 @@ class HipBackend final : public Backend {
     std::vector<char> props(hip::kPropertiesBytes, 0);
     check(a.hipGetDeviceProperties(props.data(), ordinal), "hipGetDeviceProperties");
     const char* arch = props.data() + a.gcn_arch_name_offset;
-    p.target = jit::Target::parse(hip::target_of_arch_name(std::string(arch, strnlen(arch, 256))));
+    p.target = Target::parse(hip::target_of_arch_name(std::string(arch, strnlen(arch, 256))));
     // The kernels are compiled for the target's wavefront size; a device running another
     // (an RDNA part in wave64 mode) would run them with the wrong reduction tree.
     const int warp = attribute(hip::kAttrWarpSize, ordinal, "hipDeviceGetAttribute(warpSize)");

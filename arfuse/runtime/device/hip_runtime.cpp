@@ -8,7 +8,7 @@
 #include "arfuse/base/dynamic_library.hpp"
 #include "arfuse/base/load_once.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/target.hpp"
+#include "arfuse/target.hpp"
 
 namespace arfuse::hip {
 namespace {
@@ -144,7 +144,7 @@ void check(hipError_t result, const char* call) {
 std::string target_of_arch_name(const std::string& gcn_arch_name) {
   const std::string isa = gcn_arch_name.substr(0, gcn_arch_name.find(':'));
   try {
-    return jit::Target::parse(isa).name();
+    return Target::parse(isa).name();
   } catch (const Error& e) {
     throw Error(fmt::format("the HIP device reports the architecture '{}', which arfuse does not know: {}",
                             gcn_arch_name, e.what()));

@@ -119,7 +119,7 @@ std::string target_of_arch_name(const std::string& gcn_arch_name);
 // binding on machines without an AMD GPU.
 std::string bind_without_init();
 
-// For the tests only (tests/hip_over_cuda.cpp): the table to use instead of loading
+// For the tests only (tests/support/hip_over_cuda.cpp): the table to use instead of loading
 // libamdhip64. Must be called before the first runtime() call; never used otherwise.
 ARFUSE_API void use_runtime_for_tests(const Runtime* runtime);
 

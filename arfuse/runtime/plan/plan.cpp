@@ -2,17 +2,15 @@
 
 #include <fmt/format.h>
 
+#include "arfuse/base/names.hpp"
 #include "arfuse/error.hpp"
 
 namespace arfuse {
 
 const char* to_string(Path value) {
-  switch (value) {
-    case Path::one_stage: return "custom one-stage";
-    case Path::two_stage: return "custom two-stage";
-    case Path::nccl: return "NCCL";
-  }
-  return "?";
+  static const Names<Path> names{
+      {Path::one_stage, "custom one-stage"}, {Path::two_stage, "custom two-stage"}, {Path::nccl, "NCCL"}};
+  return name_in(names, value);
 }
 
 StagePolicy StagePolicy::resolve(const jit::TuningTable& tuning, const Topology& topology) {

@@ -3,21 +3,19 @@
 // It touches no device, so the CPU tests check it on synthetic machines (one GPU with virtual
 // ranks, W GPUs with and without peer access, messages above the staging capacity).
 //
-//   validate once -> plan_call -> ctx.kernel(plan.spec) -> launch with plan.grid(occupancy)
+//   validate once -> plan_call -> load_kernel(ctx, plan.spec) -> launch with plan.grid(occupancy)
 #pragma once
 
 #include <cstdint>
 #include <optional>
 
 #include "arfuse/export.hpp"
+#include "arfuse/group.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 #include "arfuse/jit/tuning.hpp"
 #include "arfuse/runtime/plan/topology.hpp"
 
 namespace arfuse {
-
-enum class Path { one_stage, two_stage, nccl };
-ARFUSE_API const char* to_string(Path value);
 
 // What a call asks for. epilogue: allreduce_rmsnorm (residual add + norm + quant after the
 // sum); otherwise a plain all-reduce.

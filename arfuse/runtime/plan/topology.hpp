@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/jit/target.hpp"
+#include "arfuse/target.hpp"
 #include "arfuse/templates/limits.cuh"
 #include "arfuse/templates/signal.cuh"
 
@@ -20,7 +20,7 @@ struct Topology {
   // share the GPU's multiprocessors.
   int ranks_per_device = 1;
   int multiprocessors = 0;  // the smallest of this process's devices
-  jit::Target target = jit::Target::parse("sm_90");
+  Target target = Target::parse("sm_90");
   std::string custom_unavailable;  // why the custom kernels cannot run; empty when they can
   bool nccl = false;               // the group has an NCCL communicator
   int max_tokens = 0;              // the staging capacity

@@ -1,4 +1,4 @@
-#include "arfuse/runtime/setup/bootstrap.hpp"
+#include "arfuse/bootstrap.hpp"
 
 #include <fmt/format.h>
 

@@ -8,20 +8,18 @@
 #include <random>
 
 #include "arfuse/base/log.hpp"
-#include "arfuse/base/version.hpp"
+#include "arfuse/base/names.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/runtime/setup/peer_setup.hpp"
 #include "arfuse/templates/signal.cuh"
+#include "arfuse/version.hpp"
 
 namespace arfuse {
 
 const char* to_string(Transport value) {
-  switch (value) {
-    case Transport::automatic: return "automatic";
-    case Transport::custom: return "custom";
-    case Transport::nccl: return "nccl";
-  }
-  return "?";
+  static const Names<Transport> names{
+      {Transport::automatic, "automatic"}, {Transport::custom, "custom"}, {Transport::nccl, "nccl"}};
+  return name_in(names, value);
 }
 
 int world_of(const GroupOptions& o) { return o.bootstrap ? o.bootstrap->world() : int(o.devices.size()); }

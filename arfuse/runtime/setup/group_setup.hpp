@@ -15,10 +15,11 @@
 #include <memory>
 #include <vector>
 
+#include "arfuse/group.hpp"
+#include "arfuse/jit/tuning.hpp"
 #include "arfuse/runtime/device/device.hpp"
 #include "arfuse/runtime/device/ipc.hpp"
 #include "arfuse/runtime/plan/topology.hpp"
-#include "arfuse/runtime/setup/group_options.hpp"
 #include "arfuse/runtime/setup/nccl.hpp"
 
 namespace arfuse {

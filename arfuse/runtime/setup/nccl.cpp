@@ -8,8 +8,8 @@
 
 #include "arfuse/base/dynamic_library.hpp"
 #include "arfuse/base/load_once.hpp"
-#include "arfuse/base/settings.hpp"
 #include "arfuse/error.hpp"
+#include "arfuse/settings.hpp"
 
 namespace arfuse {
 namespace {

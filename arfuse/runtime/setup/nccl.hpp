@@ -7,9 +7,9 @@
 #include <memory>
 #include <string>
 
+#include "arfuse/bootstrap.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 #include "arfuse/runtime/device/device.hpp"
-#include "arfuse/runtime/setup/bootstrap.hpp"
 
 namespace arfuse {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "arfuse/bootstrap.hpp"
 #include "arfuse/runtime/device/device.hpp"
-#include "arfuse/runtime/setup/bootstrap.hpp"
 #include "arfuse/templates/signal.cuh"
 
 namespace arfuse::detail {

@@ -30,12 +30,12 @@
 #include <random>
 #include <utility>
 
-#include "arfuse/base/settings.hpp"
 #include "arfuse/base/sha256.hpp"
 #include "arfuse/base/system.hpp"
 #include "arfuse/base/trusted_folder.hpp"
+#include "arfuse/bootstrap.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/runtime/setup/bootstrap.hpp"
+#include "arfuse/settings.hpp"
 
 namespace arfuse {
 namespace {

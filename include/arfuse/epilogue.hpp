@@ -1,0 +1,71 @@
+// The standalone epilogue kernels, for a tensor that was all-reduced elsewhere:
+//   rmsnorm_quant: residual add + RMSNorm/Gemma + optional per-token FP8, per-token-group FP8
+//                  or MXFP4 (contract steps 2-7c);
+//   token_quant:   per-token FP8 of a tensor that already is y (step 7).
+// All pointers are device pointers, 16-byte aligned, row-major [tokens, hidden].
+#pragma once
+
+#include "arfuse/context.hpp"
+#include "arfuse/device.hpp"
+#include "arfuse/export.hpp"
+#include "arfuse/modes.hpp"
+
+namespace arfuse {
+
+struct ARFUSE_API RmsnormQuantArgs {
+  const void* input = nullptr;  // T [tokens, hidden], the reduced sum
+  const void* residual_in = nullptr;
+  void* residual_out = nullptr;  // may equal residual_in
+  const void* weight = nullptr;  // T [hidden]
+  float eps = 1e-6f;
+  void* out = nullptr;     // T (quant none), fp8 bytes [tokens, hidden], or MXFP4 bytes [tokens, hidden / 2]
+  void* scales = nullptr;  // fp8: fp32 [tokens]; fp8_group: one per group (scale_format, scale_layout);
+                           // mxfp4: E8M0 bytes [tokens, hidden / 32]
+  void* mirror = nullptr;  // T [tokens, hidden], the _mirror modes
+  int tokens = 0;
+  int hidden = 0;
+  DType dtype = DType::bf16;
+  // Quant and norm; for the fp8_group modes the elements per scale (32, 64 or 128, dividing
+  // hidden), fp32 or UE8M0 scales (as fp32 or E8M0 bytes), [tokens, hidden / group_size] or
+  // [hidden / group_size, tokens].
+  EpilogueMode mode;
+  // Programmatic dependent launch (NVIDIA sm_90 and later; elsewhere an ordinary launch): the
+  // kernel is launched before the kernel ahead of it on the stream ends, and waits for it in its
+  // prologue, so the launch overlaps that kernel's tail.
+  bool pdl = false;
+};
+
+struct ARFUSE_API TokenQuantArgs {
+  const void* input = nullptr;  // T [tokens, hidden]
+  void* out = nullptr;          // fp8 bytes [tokens, hidden]
+  float* scales = nullptr;      // fp32 [tokens]
+  int tokens = 0;
+  int hidden = 0;
+  DType dtype = DType::bf16;
+  bool pdl = false;  // as RmsnormQuantArgs::pdl
+};
+
+// Per-token-group FP8 or MXFP4 of a tensor that already is y (steps 7b, 7c alone): for the
+// fused kernels' mirror output it gives their bytes and scales.
+struct ARFUSE_API GroupQuantArgs {
+  const void* input = nullptr;  // T [tokens, hidden]
+  void* out = nullptr;          // fp8 bytes [tokens, hidden], or MXFP4 bytes [tokens, hidden / 2]
+  void* scales = nullptr;       // as RmsnormQuantArgs::scales for the mode
+  int tokens = 0;
+  int hidden = 0;
+  DType dtype = DType::bf16;
+  EpilogueMode mode{Quant::fp8_group};  // fp8_group or mxfp4 (norm is not used)
+  bool pdl = false;                     // as RmsnormQuantArgs::pdl
+};
+
+// The checks each call makes before it launches; arfuse::Error names the argument. Public so that
+// an engine can validate once at set-up (and the tests without a GPU).
+ARFUSE_API void validate_args(const RmsnormQuantArgs& args);
+ARFUSE_API void validate_args(const GroupQuantArgs& args);
+
+// Validate (arfuse::Error naming the argument), get the kernel, launch on `stream`.
+ARFUSE_API void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& args, const Stream& stream);
+ARFUSE_API void token_quant(Context& ctx, const TokenQuantArgs& args, const Stream& stream);
+ARFUSE_API void group_quant(Context& ctx, const GroupQuantArgs& args, const Stream& stream);
+
+}  // namespace arfuse

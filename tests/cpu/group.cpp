@@ -1,0 +1,217 @@
+// [cpu] What the Group decides without a GPU: argument validation messages, tuning-table
+// parsing and the one-/two-stage dispatch.
+#include "arfuse/group.hpp"
+
+#include <memory>
+#include <type_traits>
+
+#include "arfuse/base/load_once.hpp"
+#include "arfuse/error.hpp"
+#include "arfuse/jit/tuning.hpp"
+#include "arfuse/runtime/call_check.hpp"
+#include "arfuse/templates/signal.cuh"
+
+#include "support.hpp"
+
+using namespace arfuse;
+using Catch::Contains;
+
+namespace {
+
+alignas(16) unsigned char buffers[6][64];
+
+AllreduceRmsnormArgs good_args() {
+  AllreduceRmsnormArgs a;
+  a.input = buffers[0], a.residual_in = buffers[1], a.residual_out = buffers[2], a.weight = buffers[3];
+  a.out = buffers[4], a.scales = reinterpret_cast<float*>(buffers[5]), a.mirror = buffers[5];
+  a.tokens = 16, a.hidden = 6144, a.mode.quant = Quant::fp8_mirror;
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("fused call arguments are validated with messages that name them", "[cpu][group]") {
+  REQUIRE_NOTHROW(validate_args(good_args(), 512, 8192));
+  auto a = good_args();
+  a.tokens = 513;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("tokens is 513") && Contains("capacity of 512"));
+  a = good_args(), a.tokens = -1;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("tokens is -1"));
+  a = good_args(), a.hidden = 8200;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("hidden is 8200") && Contains("max_hidden of 8192"));
+  a = good_args(), a.hidden = 6100;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("multiple of 8"));
+  a = good_args(), a.eps = -1e-6f;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("eps") && Contains(">= 0"));
+  a = good_args(), a.eps = std::numeric_limits<float>::quiet_NaN();
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("finite"));
+  a = good_args(), a.residual_in = nullptr;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("residual_in is null"));
+  a = good_args(), a.mirror = nullptr;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("mirror is null") && Contains("fp8_mirror"));
+  a = good_args(), a.mode.quant = Quant::fp8, a.mirror = nullptr;
+  REQUIRE_NOTHROW(validate_args(a, 512, 8192));
+  a.scales = nullptr;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("scales is null") && Contains("quant fp8"));
+  a = good_args(), a.out = buffers[4] + 2;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("out") && Contains("16-byte aligned"));
+  a = good_args(), a.tokens = 0, a.input = nullptr;
+  REQUIRE_NOTHROW(validate_args(a, 512, 8192));  // an empty call needs no tensors
+  AllreduceArgs p;
+  p.input = buffers[0], p.out = nullptr, p.tokens = 4, p.hidden = 4096;
+  REQUIRE_THROWS_WITH(validate_args(p, 512, 8192), Contains("out is null"));
+}
+
+TEST_CASE("tuning tables parse, validate and drive the stage choice", "[cpu][group]") {
+  const auto table = jit::TuningTable::parse(R"({"version": 1, "targets": {
+      "sm_90": {"4": {"two_stage_min_bytes": 1048576}},
+      "sm_90:virtual": {"4": {"two_stage_min_bytes": 4294967296}},
+      "default": {"2": {"two_stage_min_bytes": 100}}}})",
+                                             "test");
+  CHECK(table.stage_for("sm_90", 4, 1048575) == 1);
+  CHECK(table.stage_for("sm_90", 4, 1048576) == 2);
+  CHECK(table.stage_for("sm_90", 4, 1048576, true) == 1);  // virtual ranks look up sm_90:virtual
+  CHECK(table.stage_for("sm_100", 2, 100) == 2);           // falls back to default
+  CHECK(table.stage_for("sm_100", 8, 1ull << 40) == 1);    // no entry: one stage
+  // The same inputs give the same decision: every rank evaluates the same table.
+  for (std::uint64_t bytes : {0ull, 1ull << 10, 1ull << 20, 1ull << 30}) {
+    CHECK(table.stage_for("sm_90", 4, bytes) == table.stage_for("sm_90", 4, bytes));
+  }
+  const auto embedded = jit::TuningTable::embedded_default();
+  CHECK(embedded.stage_for("sm_90", 4, 512ull << 20, true) == 1);
+  CHECK(embedded.stage_for("sm_90", 8, 128ull * 6144 * 2, true) == 1);  // measured: one stage at 128 x 6144
+  CHECK(embedded.stage_for("sm_90", 8, 512ull * 6144 * 2, true) == 2);  // two stages from 512 x 6144
+  CHECK(embedded.stage_for("sm_90", 4, 64ull << 20, false) == 2);
+
+  REQUIRE_THROWS_WITH(jit::TuningTable::parse("{", "t.json"), Contains("t.json is not valid JSON"));
+  REQUIRE_THROWS_WITH(jit::TuningTable::parse(R"({"version": 2, "targets": {}})", "t"), Contains("$.version"));
+  REQUIRE_THROWS_WITH(jit::TuningTable::parse(R"({"version": 1, "targets": {}, "extra": 1})", "t"),
+                      Contains("$.extra") && Contains("unknown key"));
+  REQUIRE_THROWS_WITH(
+      jit::TuningTable::parse(R"({"version": 1, "targets": {"sm_90": {"9": {"two_stage_min_bytes": 1}}}})", "t"),
+      Contains("$.targets.sm_90.9") && Contains("2 to 8"));
+  REQUIRE_THROWS_WITH(
+      jit::TuningTable::parse(R"({"version": 1, "targets": {"sm_90": {"4": {"two_stage_min_bytes": -5}}}})", "t"),
+      Contains("two_stage_min_bytes") && Contains("-5"));
+  REQUIRE_THROWS_WITH(jit::TuningTable::parse(R"({"version": 1, "targets": {"sm_90": {"4": {"threshold": 5}}}})", "t"),
+                      Contains("$.targets.sm_90.4"));
+  for (const char* world : {" 4", "+4", "4x", "-4", ""}) {
+    CAPTURE(world);
+    const std::string table =
+        std::string(R"({"version": 1, "targets": {"sm_90": {")") + world + R"(": {"two_stage_min_bytes": 1}}}})";
+    REQUIRE_THROWS_WITH(jit::TuningTable::parse(table, "t"), Contains("a world size must be a number from 2 to 8"));
+  }
+  test::ScopedEnv missing("ARFUSE_TUNING", "/nonexistent/tuning.json");
+  REQUIRE_THROWS_AS(jit::TuningTable::from_environment(), ConfigError);
+  REQUIRE_THROWS_WITH(jit::TuningTable::from_environment(), Contains("ARFUSE_TUNING='/nonexistent/tuning.json'"));
+}
+
+TEST_CASE("a group with bad options is refused before touching a device", "[cpu][group]") {
+  GroupOptions o;
+  o.devices = {};
+  o.max_tokens = 16, o.max_hidden = 4096;
+  REQUIRE_THROWS_WITH(Group(o), Contains("1 to 8 ranks") && Contains("got 0"));
+  o.devices = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  REQUIRE_THROWS_WITH(Group(o), Contains("got 9"));
+  o.devices = {0};
+  o.transport = Transport::custom;
+  REQUIRE_THROWS_WITH(Group(o), Contains("custom kernels need 2 or more ranks"));
+  o.devices = {0, 0};
+  o.transport = Transport::nccl;
+  REQUIRE_THROWS_WITH(Group(o), Contains("one rank per process or thread"));
+  o.transport = Transport::automatic;
+  o.bootstrap = callback_bootstrap(0, 2, [](const std::string& m) { return std::vector<std::string>{m, m}; });
+  REQUIRE_THROWS_WITH(Group(o), Contains("this rank's one device ordinal") && Contains("got 2 entries"));
+  o.bootstrap.reset();
+  o.devices = {0, 0};
+  o.max_tokens = 0;
+  REQUIRE_THROWS_WITH(Group(o), Contains("max_tokens"));
+  o.max_tokens = int(kMaxCallTokens) + 1;  // the call descriptor carries 28 bits of tokens
+  REQUIRE_THROWS_WITH(Group(o), Contains("max_tokens is 268435456; it must be from 1 to 268435455"));
+  o.max_tokens = 16, o.max_hidden = 4100;
+  REQUIRE_THROWS_WITH(Group(o), Contains("max_hidden"));
+}
+
+TEST_CASE("a group of one rank without a GPU says the device is unavailable", "[cpu][group][nogpu]") {
+  GroupOptions o;
+  o.devices = {0};
+  o.max_tokens = 16, o.max_hidden = 4096;
+  REQUIRE_THROWS_AS(Group(o), Unavailable);
+}
+
+TEST_CASE("call descriptors tell every field apart, decode to what was encoded and fit above the epoch",
+          "[cpu][group]") {
+  const auto base = call_descriptor(2517, 6144, true, 1, 0, 1, true);
+  CHECK(base != 0);
+  CHECK(call_tokens(base) == 2517);
+  CHECK(call_hidden(base) == 6144);
+  CHECK(call_bf16(base));
+  CHECK(call_quant(base) == 1);
+  CHECK(call_norm(base) == 0);
+  CHECK(call_stage(base) == 1);
+  CHECK(call_epilogue(base));
+  const std::vector<unsigned long long> others{
+      call_descriptor(2516, 6144, true, 1, 0, 1, true),     call_descriptor(2517 + 8192, 6144, true, 1, 0, 1, true),
+      call_descriptor(2517, 6136, true, 1, 0, 1, true),     call_descriptor(2517, 6144, false, 1, 0, 1, true),
+      call_descriptor(2517, 6144, true, 2, 0, 1, true),     call_descriptor(2517, 6144, true, 1, 1, 1, true),
+      call_descriptor(2517, 6144, true, 1, 0, 2, true),     call_descriptor(2517, 6144, true, 1, 0, 1, false),
+      call_descriptor(2517, 6144, true, 1, 0, 1, true, 64), call_descriptor(2517, 6144, true, 1, 0, 1, true, 0, 2)};
+  for (auto d : others) CHECK(d != base);
+  for (unsigned group : {32u, 64u, 128u}) {
+    for (unsigned format : {0u, 1u, 2u}) {
+      const auto d = call_descriptor(7, 2048, true, 3, 0, 1, true, group, format);
+      CHECK(call_group(d) == group);
+      CHECK(call_scale_format(d) == format);
+      CHECK(call_tokens(d) == 7);
+      CHECK(call_quant(d) == 3);
+    }
+  }
+  const auto largest = call_descriptor(kMaxCallTokens, kMaxHidden, true, 7, 1, 2, true, 128, 3);
+  CHECK(call_tokens(largest) == kMaxCallTokens);
+  CHECK(call_hidden(largest) == unsigned(kMaxHidden));
+  CHECK((largest << kEpochBits) >> kEpochBits == largest);  // nothing lost in the flag word
+}
+
+TEST_CASE("flag epochs compare by wrapped 13-bit difference, whatever call rides above them", "[cpu][group]") {
+  const unsigned long long call = call_descriptor(64, 2048, true, 1, 0, 1, true) << kEpochBits;
+  for (unsigned epoch : {1u, 2u, 8191u, 8192u, 8193u, 123456789u, 0xffffffffu}) {
+    CAPTURE(epoch);
+    const unsigned long long at = call | (epoch & kEpochMask), next = call | ((epoch + 1) & kEpochMask),
+                             before = call | ((epoch - 1) & kEpochMask);
+    CHECK(epoch_reached(at, epoch));
+    CHECK(epoch_reached(next, epoch));  // the peer is already at the following barrier
+    CHECK_FALSE(epoch_reached(before, epoch));
+  }
+}
+
+TEST_CASE("a call descriptor names every quant mode in a CallMismatch message", "[cpu][mismatch]") {
+  for (auto quant : all_quants()) {
+    CAPTURE(to_string(quant));
+    const auto d = call_descriptor(12, 7168, true, unsigned(quant), 1, 2, true, is_group_fp8(quant) ? 128 : 0);
+    const std::string group = is_group_fp8(quant) ? " (group 128, f32 scales)" : "";
+    CHECK_THAT(describe_call(d), Contains(std::string("quant ") + to_string(quant) + group + ", norm gemma"));
+  }
+  CHECK_THAT(describe_call(call_descriptor(3, 2048, false, 0, 0, 1, false)), Contains("plain all-reduce"));
+  CHECK_THAT(describe_call(call_descriptor(12, 7168, true, unsigned(Quant::fp8_group), 0, 1, true, 64, 2)),
+             Contains("quant fp8_group (group 64, e8m0 scales), norm rms"));
+}
+
+TEST_CASE("what is loaded lazily is built once, retried after a failure, and never unloaded", "[cpu][group]") {
+  // No destructor: a static Group destroyed at exit must still find the driver loaded.
+  STATIC_REQUIRE(std::is_trivially_destructible_v<LoadOnce<int>>);
+  static LoadOnce<int> value;
+  int builds = 0;
+  auto failing = [&]() -> std::unique_ptr<int> {
+    ++builds;
+    throw Error("not installed");
+  };
+  REQUIRE_THROWS_AS(value.get(failing), Error);
+  auto make = [&] {
+    ++builds;
+    return std::make_unique<int>(42);
+  };
+  REQUIRE(value.get(make) == 42);
+  REQUIRE(value.get(make) == 42);
+  REQUIRE(*value.shared(make) == 42);
+  REQUIRE(builds == 2);
+}

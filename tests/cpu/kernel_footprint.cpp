@@ -1,0 +1,113 @@
+// A kernel's registers, shared and local memory read from its cubin, and the blocks per SM they
+// allow, against NVIDIA's occupancy rules and what the H200's driver reported for arfuse's kernels.
+#include "arfuse/jit/kernel_footprint.hpp"
+
+#include <algorithm>
+
+#include "arfuse/jit/compiler.hpp"
+#include "arfuse/jit/elf_file.hpp"
+#include "arfuse/jit/render.hpp"
+
+#include "support.hpp"
+
+using namespace arfuse;
+using namespace arfuse::jit;
+using Catch::Contains;
+
+namespace {
+
+int blocks(const char* target, int threads, int registers, int shared = 0, int local = 0) {
+  return nvidia_resident_blocks(Target::parse(target), threads, KernelFootprint{registers, shared, local});
+}
+
+// A one-kernel program of this test's own, compiled as the JIT compiles arfuse's kernels.
+CompiledCode compile_kernel(const std::string& name, const std::string& body) {
+  Source src = render(KernelSpec::parse("token_quant/h8/bf16/sm_90"));
+  src.program_name = name + ".cu";
+  src.text = body;
+  src.name_expression = name;
+  return nvrtc_compiler()->compile(src);
+}
+
+}  // namespace
+
+TEST_CASE("blocks per SM: NVIDIA's occupancy rules, at the counts the H200's driver reported", "[cpu][jit]") {
+  // Driver occupancy seen in arfuse-bench's resources column (docs/performance-notes.md): the
+  // epilogue at 512 threads with 38 and 32 registers (sections 26, 27), at 384 threads with 53 and
+  // 40 (section 17), fused W = 8 at 384 threads with 72 and 80 (sections 9a, 22).
+  CHECK(blocks("sm_90", 512, 38, 17680) == 3);
+  CHECK(blocks("sm_90", 512, 32, 17680) == 4);
+  CHECK(blocks("sm_90", 384, 53, 13584) == 3);
+  CHECK(blocks("sm_90", 384, 40, 13584) == 4);
+  CHECK(blocks("sm_90", 384, 72) == 2);
+  CHECK(blocks("sm_90", 384, 80) == 2);
+  // Registers go out per warp in units of 256: 43 registers take what 48 do.
+  CHECK(blocks("sm_90", 512, 43) == blocks("sm_90", 512, 48));
+  CHECK(blocks("sm_90", 512, 43) == 2);
+  // Threads: 2048 per SM on sm_90, 1536 on sm_89, 1024 on sm_75; at most 32 / 24 / 16 blocks.
+  CHECK(blocks("sm_90", 128, 16) == 16);
+  CHECK(blocks("sm_90", 32, 16) == 32);
+  CHECK(blocks("sm_89", 32, 16) == 24);
+  CHECK(blocks("sm_75", 512, 16) == 2);
+  CHECK(blocks("sm_89", 512, 16) == 3);
+  // Shared memory: 228 KiB on sm_90 less 1 KiB per block; 100 KiB on sm_89.
+  CHECK(blocks("sm_90", 128, 16, 56 * 1024) == 4);
+  CHECK(blocks("sm_90", 128, 16, 56 * 1024 + 1) == 3);
+  CHECK(blocks("sm_89", 128, 16, 49 * 1024) == 2);
+  CHECK(blocks("sm_90", 128, 16, 228 * 1024) == 0);
+  // Dynamic shared memory counts as static does.
+  const KernelFootprint epilogue{32, 17680, 0};
+  CHECK(nvidia_resident_blocks(Target::parse("sm_90"), 512, epilogue, 39 * 1024) == 3);
+  CHECK(describe(Target::parse("sm_90"), 512, epilogue) ==
+        "32 registers, 17680 B shared, 4 blocks of 512 threads per SM");
+  CHECK(describe(Target::parse("sm_90"), 256, KernelFootprint{48, 4096, 8}) ==
+        "48 registers, 4096 B shared, 8 B local, 5 blocks of 256 threads per SM");
+}
+
+TEST_CASE("a cubin's footprint: its registers, static shared memory and local frame", "[cpu][nvrtc]") {
+  // 1000 floats of shared memory; a local array indexed by the thread, which must live in memory.
+  const CompiledCode code = compile_kernel("footprint_probe", R"(
+extern "C" __global__ void footprint_probe(float* out, int n) {
+  __shared__ float staged[1000];
+  float local[64];
+  for (int i = 0; i < 64; ++i) local[i] = out[i * n];
+  local[threadIdx.x % 64] += 1.0f;
+  staged[threadIdx.x] = local[threadIdx.x * 7 % 64];
+  __syncthreads();
+  out[threadIdx.x] = staged[999 - threadIdx.x];
+}
+)");
+  const KernelFootprint f = cubin_footprint(code.payload);
+  CHECK(f.shared_bytes == 4000);
+  CHECK(f.local_bytes >= 256);
+  CHECK(f.registers >= 1);
+  CHECK(f.registers <= 255);
+
+  // arfuse's epilogue: the .nv.shared section holds its arrays and the 1 KiB the system keeps.
+  const CompiledCode epilogue =
+      nvrtc_compiler()->compile(render(KernelSpec::parse("rmsnorm_quant/h8192/bf16/mxfp4/rms/sm_90")));
+  const KernelFootprint e = cubin_footprint(epilogue.payload);
+  CHECK(elf_code_sections(epilogue.payload).at(".nv.shared." + epilogue.lowered_name) ==
+        std::to_string(e.shared_bytes + 1024) + " bytes");
+  CHECK(e.shared_bytes >= 512 * 2 * 16);  // the staged weight
+  CHECK(e.local_bytes == 0);
+  CHECK(e.registers >= 16);
+}
+
+TEST_CASE("a file that is not a one-kernel cubin has no footprint", "[cpu][nvrtc]") {
+  CHECK_THROWS_WITH(cubin_footprint({}), Contains("not a little-endian ELF64 file"));
+  std::vector<std::uint8_t> header(64, 0);
+  header[0] = 0x7f, header[1] = 'E', header[2] = 'L', header[3] = 'F', header[4] = 2, header[5] = 1;
+  header[0x3A] = 64;  // section header size; no sections
+  CHECK_THROWS_WITH(cubin_footprint(header), Contains("malformed ELF file"));
+  // A cubin whose kernel attribute section is renamed: no kernel to read.
+  std::vector<std::uint8_t> cubin = compile_kernel("footprint_none", R"(
+extern "C" __global__ void footprint_none(float* out) { out[threadIdx.x] = 1.0f; }
+)")
+                                        .payload;
+  const std::string name = ".nv.info.footprint_none";
+  const auto at = std::search(cubin.begin(), cubin.end(), name.begin(), name.end());
+  REQUIRE(at != cubin.end());
+  at[7] = 'X';  // ".nv.infX."
+  CHECK_THROWS_WITH(cubin_footprint(cubin), Contains("this file has 0"));
+}

@@ -1,0 +1,260 @@
+// [cpu][hostile] Folders swapped under a running process, parents another user controls, and
+// links on the way: the cache and the socket rendezvous resolve their folder once, check every
+// component on its descriptor, and never touch anything outside what they checked.
+#include "arfuse/base/trusted_folder.hpp"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "arfuse/base/system.hpp"
+#include "arfuse/bootstrap.hpp"
+#include "arfuse/cache/disk_cache.hpp"
+#include "arfuse/cache/kernel_cache.hpp"
+#include "arfuse/error.hpp"
+
+#include "support.hpp"
+
+using namespace arfuse;
+using namespace arfuse::cache;
+using Catch::Contains;
+using std::chrono::milliseconds;
+
+namespace {
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  REQUIRE(::lstat(path.c_str(), &st) == 0);
+  return st.st_mode & 07777;
+}
+
+CacheEntry fake_entry(std::uint8_t seed) {
+  CacheEntry e;
+  e.key.fill(seed);
+  e.lowered_name = "kernel";
+  e.metadata = R"({"spec": "token_quant/h2048/bf16/sm_90"})";
+  e.payload.assign(100, seed);
+  return e;
+}
+
+Digest source_of(std::uint8_t seed) {
+  Digest d{};
+  d.fill(std::uint8_t(seed + 1));
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("a cache folder swapped after it was opened: the planted folder is neither read nor written",
+          "[cpu][hostile][cache]") {
+  const std::string base = test::fresh_dir();
+  const std::string dir = base + "/cache", moved = base + "/moved";
+  DiskCache disk(dir);
+  REQUIRE(disk.readable());
+  REQUIRE(disk.writable());
+  // Another folder takes the name, holding a planted entry with valid checksums.
+  REQUIRE(::rename(dir.c_str(), moved.c_str()) == 0);
+  {
+    DiskCache planter(dir);
+    REQUIRE(planter.put(source_of(1), fake_entry(1)));
+  }
+  const std::string planted = DiskCache::entry_name(source_of(1), fake_entry(1).key);
+  REQUIRE(exists(dir + "/" + planted));
+
+  CHECK_FALSE(disk.get(source_of(1), fake_entry(1).key).has_value());  // not a hit
+  CHECK(disk.list().empty());
+  REQUIRE(disk.put(source_of(2), fake_entry(2)));
+  const std::string written = DiskCache::entry_name(source_of(2), fake_entry(2).key);
+  CHECK(exists(moved + "/" + written));  // into the folder that was checked
+  CHECK_FALSE(exists(dir + "/" + written));
+  CHECK(disk.clear() == 1);
+  CHECK(exists(dir + "/" + planted));  // the planted folder is left as it was
+}
+
+TEST_CASE("the cache folder's parents: root or this user's, and writable by nobody else unless sticky",
+          "[cpu][hostile][cache]") {
+  const std::string base = test::fresh_dir();
+  const std::string parent = base + "/parent", dir = parent + "/cache";
+  REQUIRE(::mkdir(parent.c_str(), 0755) == 0);
+  std::string why;
+  SECTION("a parent writable by others is refused, a sticky one is accepted") {
+    REQUIRE(::chmod(parent.c_str(), 0777) == 0);
+    CHECK_FALSE(usable_cache_folder(dir, why));
+    CHECK_THAT(why, Contains(parent + " is writable by group or others and not sticky (mode 777)"));
+    CHECK_FALSE(exists(dir));  // nothing is created below a folder that is not trusted
+    REQUIRE(::chmod(parent.c_str(), 01777) == 0);
+    CHECK(usable_cache_folder(dir, why));
+    CHECK(mode_of(dir) == 0700);
+  }
+  SECTION("a link on the way is followed when it is ours, refused when another user owns it") {
+    REQUIRE(::mkdir((parent + "/real").c_str(), 0700) == 0);
+    REQUIRE(::symlink("real", (parent + "/link").c_str()) == 0);
+    DiskCache through(parent + "/link");
+    REQUIRE(through.readable());
+    REQUIRE(through.put(source_of(3), fake_entry(3)));
+    CHECK(exists(parent + "/real/" + DiskCache::entry_name(source_of(3), fake_entry(3).key)));
+  }
+  SECTION("relative paths, dot-dot and repeated slashes resolve as the kernel would") {
+    REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+    TrustedFolder folder;
+    REQUIRE(open_trusted_folder(parent + "//cache/../cache/./", false, folder, why));
+    struct stat a {
+    }, b{};
+    REQUIRE(::fstat(folder.fd.get(), &a) == 0);
+    REQUIRE(::stat(dir.c_str(), &b) == 0);
+    CHECK((a.st_ino == b.st_ino && a.st_dev == b.st_dev));
+    CHECK_FALSE(open_trusted_folder(parent + "/missing", false, folder, why));
+    CHECK_THAT(why, Contains("cannot open " + parent + "/missing"));
+    CHECK_FALSE(open_trusted_folder("", true, folder, why));
+  }
+}
+
+TEST_CASE("a parent folder or a link on the way owned by another user is refused: they could swap the folder",
+          "[cpu][hostile][cache][root]") {
+  const std::string base = test::fresh_dir();
+  const std::string parent = base + "/parent";
+  REQUIRE(::mkdir(parent.c_str(), 0755) == 0);
+  REQUIRE(::mkdir((parent + "/real").c_str(), 0700) == 0);
+  REQUIRE(::symlink("real", (parent + "/link").c_str()) == 0);
+  REQUIRE(::lchown((parent + "/link").c_str(), 65534, 65534) == 0);
+  std::string why;
+  CHECK_FALSE(usable_cache_folder(parent + "/link", why));
+  CHECK_THAT(why, Contains("/link is a link owned by uid 65534"));
+  REQUIRE(::chown(parent.c_str(), 65534, 65534) == 0);
+  DiskCache disk(parent + "/cache");
+  CHECK_FALSE(disk.readable());
+  CHECK_THAT(disk.problem(), Contains(parent + " is owned by uid 65534, neither root nor this user"));
+}
+
+TEST_CASE("without HOME the default cache folder is this user's own under /tmp, never a shared one",
+          "[cpu][hostile][cache]") {
+  test::ScopedEnv no_dir("ARFUSE_CACHE_DIR", nullptr), no_xdg("XDG_CACHE_HOME", nullptr), no_home("HOME", nullptr);
+  CHECK(default_cache_dir() == "/tmp/arfuse-" + std::to_string(::geteuid()));
+}
+
+namespace {
+
+std::string swap_folder, swap_moved, swap_victim;
+
+// Swaps the socket folder for a link to the victim's folder just before bind, as the race did.
+int bind_after_swap(int fd, const sockaddr* address, socklen_t size) {
+  if (::rename(swap_folder.c_str(), swap_moved.c_str()) != 0 ||
+      ::symlink(swap_victim.c_str(), swap_folder.c_str()) != 0)
+    return errno = EIO, -1;
+  return real_system_calls().bind(fd, address, size);
+}
+
+}  // namespace
+
+TEST_CASE("the socket folder swapped just before bind: the socket lands in the checked folder, nothing else changes",
+          "[cpu][hostile][bootstrap]") {
+  const std::string base = test::fresh_dir("arfuse-bootstrap");
+  swap_folder = base + "/job", swap_moved = base + "/job.moved", swap_victim = base + "/victim";
+  REQUIRE(::mkdir(swap_folder.c_str(), 0700) == 0);
+  REQUIRE(::mkdir(swap_victim.c_str(), 0700) == 0);
+  const std::string victim_file = swap_victim + "/rendezvous.sock";
+  { std::ofstream(victim_file) << "a file of the victim"; }
+  REQUIRE(::chmod(victim_file.c_str(), 0644) == 0);
+  ScopedSystemCalls restore;
+  system_calls().bind = bind_after_swap;
+  REQUIRE_THROWS_WITH(local_socket_bootstrap(swap_folder + "/rendezvous.sock", 0, 2, milliseconds(300)),
+                      Contains("rank(s) 1 did not join"));
+  CHECK(mode_of(victim_file) == 0644);  // not chmod'ed through the link
+  CHECK(test::read_file(victim_file).size() == std::strlen("a file of the victim"));
+  CHECK_FALSE(exists(swap_moved + "/rendezvous.sock"));  // bound there, removed there at the end
+}
+
+namespace {
+
+// Connects to `path` the plain way, as a stray process would; -1 when nobody listens yet.
+int connect_plain(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
+  ::close(fd);
+  return -1;
+}
+
+// Runs rank 1 in a child process after `before` (in the child) connected strays; returns the
+// child's exit code: 0 when rank 1 took part in one exchange.
+pid_t start_rank1(const std::string& path, const std::string& stray) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  int held = -1;
+  for (int i = 0; i < 500 && held < 0; ++i) {
+    held = connect_plain(path);
+    if (held < 0) ::usleep(10000);
+  }
+  if (held < 0) _exit(7);
+  if (stray == "garbage") (void)!::write(held, "GET / HTTP/1.1\r\n\r\n", 18);
+  int code = 0;
+  try {
+    auto b = local_socket_bootstrap(path, 1, 2, milliseconds(8000));
+    code = b->allgather("one")[0] == "zero" ? 0 : 4;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank 1: %s\n", e.what());
+    code = 3;
+  }
+  ::close(held);
+  _exit(code);
+}
+
+}  // namespace
+
+TEST_CASE("a stray connection to the rendezvous is dropped; the job goes on", "[cpu][hostile][bootstrap]") {
+  const std::string stray = GENERATE(as<std::string>{}, "silent", "garbage");
+  CAPTURE(stray);
+  const std::string path = test::fresh_dir("arfuse-bootstrap") + "/rendezvous.sock";
+  const pid_t rank1 = start_rank1(path, stray);
+  const auto start = std::chrono::steady_clock::now();
+  auto b = local_socket_bootstrap(path, 0, 2, milliseconds(8000));
+  CHECK(b->allgather("zero")[1] == "one");
+  // A silent stray costs its handshake deadline, not the job's.
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(6));
+  int status = 0;
+  REQUIRE(::waitpid(rank1, &status, 0) == rank1);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+}
+
+TEST_CASE("one allgather round carries at most 64 MiB from all ranks together", "[cpu][hostile][bootstrap]") {
+  const std::string path = test::fresh_dir("arfuse-bootstrap") + "/rendezvous.sock";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    int code = 0;
+    try {
+      auto b = local_socket_bootstrap(path, 1, 2, milliseconds(8000));
+      b->allgather(std::string(40u << 20, 'x'));
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      code = what.find("sent nothing") != std::string::npos || what.find("lost its connection") != std::string::npos
+                 ? 5
+                 : 6;
+    }
+    _exit(code);
+  }
+  auto b = local_socket_bootstrap(path, 0, 2, milliseconds(8000));
+  REQUIRE_THROWS_WITH(
+      b->allgather(std::string(30u << 20, 'y')),
+      Contains("rank 1 sent 41943040 bytes in round 0, more than the 67108864 bytes one round may carry"));
+  REQUIRE_THROWS_WITH(local_socket_bootstrap(test::fresh_dir("arfuse-bootstrap") + "/s", 0, 1, milliseconds(100))
+                          ->allgather(std::string((64u << 20) + 1, 'z')),
+                      Contains("more than the 67108864 bytes one round may carry"));
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 5));  // rank 1 learns of it when rank 0 hangs up
+}

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""The PyTorch peers of `arfuse-bench epilogue`: residual add + RMSNorm (+ per-token FP8,
+per-token-group FP8 with groups of 128, or MXFP4) in eager PyTorch and under torch.compile, timed the same way (a CUDA graph of 16 calls, several
+replays per run, the median over runs; inputs and outputs rotate through buffers larger than L2).
+
+    python3 tools/bench/torch_bench.py --json torch.json
+    build/tools/arfuse-bench epilogue --peers torch.json     # one table, side by side
+
+Rows use arfuse-bench's JSON row format; exactness is not measured here ("n/a"): these are
+timing peers that do the same work (the MXFP4 peer rounds ties by bucketize, not to even)."""
+import argparse
+import json
+import statistics
+import sys
+
+
+def parse_shapes(text):
+    shapes = []
+    for item in text.split(","):
+        t, _, h = item.partition("x")
+        # Any size torch takes; arfuse-bench checks the hidden sizes its kernels take.
+        if not (t.isdigit() and h.isdigit()) or int(t) == 0 or int(h) == 0:
+            sys.exit(f"bad shape '{item}': expected TOKENSxHIDDEN, both positive")
+        shapes.append((int(t), int(h)))
+    return shapes
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shapes", default="12x6144,128x8192,512x6144,2517x6144,4097x6144,2048x8192")
+    p.add_argument("--quant", default="none,fp8", help="none, fp8, fp8_group, mxfp4 (comma-separated)")
+    p.add_argument("--runs", type=int, default=7)
+    p.add_argument("--replays", type=int, default=20)
+    p.add_argument("--json", help="write the rows here")
+    p.add_argument("--no-output-rotation", action="store_true",
+                   help="drop each call's outputs at once, so that every call in the graph writes the same "
+                        "buffers (they stay in L2; how this tool timed before 2026-12-04)")
+    args = p.parse_args()
+    try:
+        import torch
+    except ImportError:
+        sys.exit("PyTorch is not installed")
+    if not torch.cuda.is_available():
+        sys.exit("no CUDA device")
+    dev = torch.device("cuda")
+    bf16 = torch.bfloat16
+    fp8 = torch.float8_e4m3fn
+    fp8_max = torch.finfo(fp8).max
+    eps = 1e-6
+
+    e2m1_edges = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], device=dev)
+
+    def fp8_by_blocks(y, block):
+        b = y.float().unflatten(-1, (-1, block))
+        scale = b.abs().amax(-1, keepdim=True) / fp8_max
+        q = (b / torch.where(scale > 0, scale, torch.ones_like(scale))).clamp(-fp8_max, fp8_max).to(fp8)
+        return q.flatten(-2), scale.squeeze(-1)
+
+    def mxfp4(y):
+        b = y.float().unflatten(-1, (-1, 32))
+        e = (torch.floor(torch.log2(b.abs().amax(-1, keepdim=True))) - 2).clamp(-127, 127)
+        v = b * torch.exp2(-e)
+        code = torch.bucketize(v.abs().clamp(max=6.0), e2m1_edges).to(torch.uint8) | (v < 0).to(torch.uint8) << 3
+        code = code.flatten(-2)
+        return code[..., 0::2] | code[..., 1::2] << 4, (e.squeeze(-1) + 127).to(torch.uint8)
+
+    def epilogue(x, residual, weight, quant):
+        h = (x.float() + residual.float()).to(bf16)
+        y = (h.float() * torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(bf16)
+        if quant == "none":
+            return h, y
+        if quant == "mxfp4":
+            return (h, *mxfp4(y))
+        return (h, *fp8_by_blocks(y, 128 if quant == "fp8_group" else y.shape[-1]))
+
+    compiled = torch.compile(epilogue, dynamic=False)
+    quants = args.quant.split(",")
+    for q in quants:
+        if q not in ("none", "fp8", "fp8_group", "mxfp4"):
+            sys.exit(f"--quant: '{q}' is not one of none, fp8, fp8_group, mxfp4")
+    # Every row recompiles the one epilogue function; past dynamo's limit (8) it would silently
+    # run eager, so lift the limit above the number of rows.
+    for limit in ("cache_size_limit", "recompile_limit"):
+        if hasattr(torch._dynamo.config, limit):
+            setattr(torch._dynamo.config, limit, 256)
+    rows = []
+    print("| kernel | shape | out | median µs | min-max µs |\n|---|---|---|---:|---:|")
+    for tokens, hidden in parse_shapes(args.shapes):
+        n = tokens * hidden
+        for quant in quants:
+            out_bytes = {"none": n * 2, "fp8": n + tokens * 4, "fp8_group": n + tokens * (hidden // 128) * 4,
+                         "mxfp4": n // 2 + tokens * (hidden // 32)}[quant]
+            call_bytes = n * 2 * 3 + out_bytes + hidden * 2
+            k = max(1, min(16, (256 << 20) // call_bytes + 1))
+            sets = [(torch.randn(tokens, hidden, device=dev).to(bf16), torch.randn(tokens, hidden, device=dev).to(bf16))
+                    for _ in range(k)]
+            weight = (torch.randn(hidden, device=dev) * 0.5).to(bf16)
+            for name, fn in (("torch eager", epilogue), ("torch.compile", compiled)):
+                for x, r in sets[:2]:
+                    fn(x, r, weight, quant)  # compile and warm up outside the graph
+                torch.cuda.synchronize()
+                stream = torch.cuda.Stream()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.stream(stream):
+                    with torch.cuda.graph(graph, stream=stream):
+                        # The outputs rotate through k sets like the inputs (and like
+                        # arfuse-bench's): call c's outputs live until call c + k, so the graph's
+                        # pool gives the next k calls other memory. Dropping each call's outputs
+                        # at once would let all 16 calls write the same buffers, which stay in L2.
+                        held = []
+                        for c in range(16):
+                            if len(held) == (1 if args.no_output_rotation else k):
+                                held.pop(0)
+                            x, r = sets[c % k]
+                            held.append(fn(x, r, weight, quant))
+                        del held
+                for _ in range(args.replays):
+                    graph.replay()
+                torch.cuda.synchronize()
+                samples = []
+                for _ in range(args.runs):
+                    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    for _ in range(args.replays):
+                        graph.replay()
+                    stop.record()
+                    stop.synchronize()
+                    samples.append(start.elapsed_time(stop) * 1000 / (args.replays * 16))
+                out = {"none": "bf16", "fp8_group": "fp8_group128"}.get(quant, quant)  # arfuse-bench's names
+                rows.append({"kernel": name, "world": 1, "tokens": tokens, "hidden": hidden, "out": out,
+                             "median_us": statistics.median(samples), "min_us": min(samples), "max_us": max(samples),
+                             "bytes": call_bytes, "exact": None, "max_error": 0, "resources": ""})
+                print(f"| {name} | {tokens}x{hidden} | {out} | {statistics.median(samples):.2f} | "
+                      f"{min(samples):.2f}-{max(samples):.2f} |", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"tool": "torch_bench.py", "torch": torch.__version__, "device": torch.cuda.get_device_name(),
+                       "rows": rows}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
