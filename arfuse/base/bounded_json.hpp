@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse {
 

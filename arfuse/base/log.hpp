@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse {
 

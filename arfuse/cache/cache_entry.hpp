@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "arfuse/base/sha256.hpp"
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse::cache {
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "arfuse/base/sha256.hpp"
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/render.hpp"
 
 namespace arfuse::cache {

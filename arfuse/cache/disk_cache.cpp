@@ -48,26 +48,6 @@ std::string unique_suffix() {
 
 }  // namespace
 
-}  // namespace arfuse::cache
-
-namespace arfuse {
-
-std::string default_cache_dir() {
-  if (auto d = settings::text("ARFUSE_CACHE_DIR")) return *d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && x[0] != '\0') return std::string(x) + "/arfuse";
-  const char* home = std::getenv("HOME");
-  if (home != nullptr && home[0] != '\0') return std::string(home) + "/.cache/arfuse";
-  return fmt::format("/tmp/arfuse-{}", ::geteuid());
-}
-
-std::uint64_t default_max_bytes() {
-  return settings::byte_count("ARFUSE_CACHE_MAX_BYTES").value_or(cache::kDefaultMaxBytes);
-}
-
-}  // namespace arfuse
-
-namespace arfuse::cache {
-
 bool cache_folder_missing(const std::string& dir) {
   struct stat st;
   return ::lstat(dir.c_str(), &st) != 0 && errno == ENOENT;

@@ -18,7 +18,7 @@
 #include "arfuse/cache.hpp"
 #include "arfuse/cache/cache_entry.hpp"
 #include "arfuse/cache/entry_file.hpp"
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse::cache {
 

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "arfuse/cache/cache_entry.hpp"
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse::cache {
 

@@ -13,7 +13,7 @@
 
 #include "arfuse/cache.hpp"
 #include "arfuse/cache/disk_cache.hpp"
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 

@@ -3,7 +3,7 @@
 // (numeric contract, step 3). The CPU reference model uses the same function.
 #pragma once
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse::jit {
 

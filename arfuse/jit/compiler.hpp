@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/render.hpp"
 #include "arfuse/target.hpp"
 

@@ -18,7 +18,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/modes.hpp"
 #include "arfuse/target.hpp"
 #include "arfuse/templates/limits.cuh"

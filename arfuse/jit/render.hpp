@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/block_shape.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 #include "arfuse/jit/templates.hpp"

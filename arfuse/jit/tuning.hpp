@@ -16,7 +16,7 @@
 #include <map>
 #include <string>
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/block_shape.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 

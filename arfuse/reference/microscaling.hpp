@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse::reference {
 

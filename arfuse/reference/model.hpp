@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 
 namespace arfuse::reference {

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/target.hpp"
 
 namespace arfuse::reference {

@@ -12,7 +12,7 @@
 
 #include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/context.hpp"
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/device/device.hpp"
 
 namespace arfuse {

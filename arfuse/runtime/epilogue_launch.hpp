@@ -4,7 +4,7 @@
 
 #include "arfuse/context.hpp"
 #include "arfuse/epilogue.hpp"
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse {
 

@@ -9,9 +9,9 @@
 #include "arfuse/base/log.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/runtime/call.hpp"
-#include "arfuse/runtime/call_check.hpp"
 #include "arfuse/runtime/context.hpp"
 #include "arfuse/runtime/group_state.hpp"
+#include "arfuse/runtime/signal_error.hpp"
 
 namespace arfuse {
 

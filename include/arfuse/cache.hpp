@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse {
 

@@ -10,7 +10,7 @@
 
 #include "arfuse/cache.hpp"
 #include "arfuse/device.hpp"
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/target.hpp"
 
 namespace arfuse {

@@ -1,18 +1,24 @@
-// The one family of exceptions arfuse throws. Every public entry point reports bad input or
-// a failed system, compiler or driver call through one of these, never through exit().
+// What every public header starts from: ARFUSE_API, and the one family of exceptions arfuse
+// throws. Every public entry point reports bad input or a failed system, compiler or driver call
+// through one of these, never through exit().
 #pragma once
 
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "arfuse/export.hpp"
+// What libarfuse exports. The library is built with hidden visibility, so a shared build
+// (BUILD_SHARED_LIBS=ON) exports exactly the declarations marked ARFUSE_API.
+#define ARFUSE_API __attribute__((visibility("default")))
 
 namespace arfuse {
 
 class ARFUSE_API Error : public std::runtime_error {
  public:
   explicit Error(const std::string& message) : std::runtime_error(message) {}
+  // Out of line: the type's identity lives in libarfuse, so an Error thrown there is caught as
+  // one in a program that links it (RTTI across the shared library's boundary).
+  ~Error() override;
 };
 
 // A bad setting: an environment variable, a configuration file or a folder given to use. The

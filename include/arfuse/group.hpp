@@ -32,7 +32,7 @@
 #include "arfuse/context.hpp"
 #include "arfuse/device.hpp"
 #include "arfuse/epilogue.hpp"
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/modes.hpp"
 
 namespace arfuse {

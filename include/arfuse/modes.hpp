@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse {
 

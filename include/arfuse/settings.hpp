@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse::settings {
 

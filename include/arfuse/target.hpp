@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse {
 

@@ -2,7 +2,7 @@
 // group must run the same release: the group handshake compares it.
 #pragma once
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse {
 

@@ -8,7 +8,7 @@
 #include "arfuse/base/load_once.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/jit/tuning.hpp"
-#include "arfuse/runtime/call_check.hpp"
+#include "arfuse/runtime/signal_error.hpp"
 #include "arfuse/templates/signal.cuh"
 
 #include "support.hpp"

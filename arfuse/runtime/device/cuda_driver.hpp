@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse::cuda {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "arfuse/device.hpp"
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse {
 

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <string>
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 
 namespace arfuse::hip {
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/device/device.hpp"
 
 namespace arfuse {

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "arfuse/export.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/group.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 #include "arfuse/jit/tuning.hpp"

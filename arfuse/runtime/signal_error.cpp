@@ -1,4 +1,4 @@
-#include "arfuse/runtime/call_check.hpp"
+#include "arfuse/runtime/signal_error.hpp"
 
 #include <fmt/format.h>
 

@@ -1,0 +1,7 @@
+#include "arfuse/error.hpp"
+
+namespace arfuse {
+
+Error::~Error() = default;
+
+}  // namespace arfuse
