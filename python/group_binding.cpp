@@ -64,13 +64,6 @@ struct PythonAllgather {
   }
 };
 
-Transport parse_transport(const std::string& text) {
-  if (text == "auto" || text == "automatic") return Transport::automatic;
-  if (text == "custom") return Transport::custom;
-  if (text == "nccl") return Transport::nccl;
-  throw Error("transport '" + text + "' is not one of auto, custom, nccl");
-}
-
 CacheOptions cache_options(const std::string& cache_dir) {
   CacheOptions options;
   if (!cache_dir.empty()) options.dir = cache_dir;

@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "arfuse/bootstrap.hpp"
@@ -37,12 +38,15 @@
 
 namespace arfuse {
 
+// Spelled "auto", "custom", "nccl" (to_string, parse_transport, the Python communicator).
 enum class Transport {
-  automatic,  // custom kernels where they can run; NCCL for the rest, when it loads
+  automatic,  // "auto": custom kernels where they can run; NCCL for the rest, when it loads
   custom,     // custom kernels only: refuse groups and messages they cannot serve
   nccl,       // NCCL for every call (needs one rank per process or thread)
 };
 ARFUSE_API const char* to_string(Transport value);
+// Throws Error naming the text and the accepted names.
+ARFUSE_API Transport parse_transport(std::string_view text);
 
 struct ARFUSE_API GroupOptions {
   // Without a bootstrap: one device ordinal per rank, all driven by this process. With one:

@@ -16,11 +16,15 @@
 
 namespace arfuse {
 
-const char* to_string(Transport value) {
-  static const Names<Transport> names{
-      {Transport::automatic, "automatic"}, {Transport::custom, "custom"}, {Transport::nccl, "nccl"}};
-  return name_in(names, value);
-}
+namespace {
+
+const Names<Transport> kTransports{
+    {Transport::automatic, "auto"}, {Transport::custom, "custom"}, {Transport::nccl, "nccl"}};
+
+}  // namespace
+
+const char* to_string(Transport value) { return name_in(kTransports, value); }
+Transport parse_transport(std::string_view text) { return parse_in(kTransports, "transport", text); }
 
 int world_of(const GroupOptions& o) { return o.bootstrap ? o.bootstrap->world() : int(o.devices.size()); }
 
@@ -38,7 +42,7 @@ void validate_options(const GroupOptions& o) {
                     kMaxWorld, world));
   }
   if (world == 1 && o.transport == Transport::custom) {
-    throw Error("the custom kernels need 2 or more ranks; a group of one rank needs Transport::automatic or nccl");
+    throw Error("the custom kernels need 2 or more ranks; a group of one rank needs transport auto or nccl");
   }
   if (!o.bootstrap && world > 1 && o.transport == Transport::nccl) {
     throw Error(
