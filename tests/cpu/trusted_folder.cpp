@@ -179,6 +179,34 @@ TEST_CASE("the socket folder swapped just before bind: the socket lands in the c
 
 namespace {
 
+mode_t mode_at_bind = 0;
+
+// Binds as the library asked, then notes the mode the new socket has before anything else runs.
+int bind_and_look(int fd, const sockaddr* address, socklen_t size) {
+  const int result = real_system_calls().bind(fd, address, size);
+  struct stat st {};
+  const auto* unix_address = reinterpret_cast<const sockaddr_un*>(address);
+  if (result == 0 && ::stat(unix_address->sun_path, &st) == 0) mode_at_bind = st.st_mode & 07777;
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("the rendezvous socket is 0600 from the moment it is bound, whatever the umask",
+          "[cpu][hostile][bootstrap]") {
+  const std::string path = test::fresh_dir("arfuse-bootstrap") + "/rendezvous.sock";
+  const mode_t saved = ::umask(0);  // the loosest umask a job may run under
+  ScopedSystemCalls restore;
+  system_calls().bind = bind_and_look;
+  mode_at_bind = 0;
+  REQUIRE_THROWS_WITH(local_socket_bootstrap(path, 0, 2, milliseconds(200)), Contains("rank(s) 1 did not join"));
+  const mode_t after = ::umask(saved);
+  CHECK(mode_at_bind == 0600);
+  CHECK(after == 0);  // the library put the process's umask back as it found it
+}
+
+namespace {
+
 // Connects to `path` the plain way, as a stray process would; -1 when nobody listens yet.
 int connect_plain(const std::string& path) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

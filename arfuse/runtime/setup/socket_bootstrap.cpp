@@ -240,10 +240,10 @@ void clear_socket_name(int dir, const std::string& name, const std::string& show
   ::unlinkat(dir, name.c_str(), 0);  // the socket of a job that ended without removing it
 }
 
-// bind() with a 0077 umask, so the socket is never wider than 0700 before its chmod to 0600.
+// bind() under a 0177 umask: the socket is 0600 from its first moment, not the umask's mode.
 // (umask is per process; another thread creating a file at this moment gets no wider mode.)
 int bind_private(int fd, const sockaddr_un& addr) {
-  const mode_t saved = ::umask(0077);
+  const mode_t saved = ::umask(0177);
   const int result = system_calls().bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
   const int error = errno;
   ::umask(saved);
