@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The [cpu] tests under AddressSanitizer and UBSan (build-asan/): memory errors, leaks and
 # undefined behaviour fail the run. The tools the tests start (arfuse-warmup, arfuse-cache) are
-# sanitized too. Then the fuzz targets (scripts/fuzz.sh: the entry reader and the compiled-kernel
+# sanitized too (and arfuse-bench, whose option checks they run). Then the fuzz targets (scripts/fuzz.sh: the entry reader and the compiled-kernel
 # readers under libFuzzer, a fixed number of inputs each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${ASAN_BUILD_DIR:-build-asan}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DARFUSE_SANITIZE=ON >/dev/null
-cmake --build "$build" -j"$(nproc)" --target arfuse-tests arfuse-warmup arfuse-cache
+cmake --build "$build" -j"$(nproc)" --target arfuse-tests arfuse-warmup arfuse-cache arfuse-bench
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 log="$build/sanitized-cpu.log"
