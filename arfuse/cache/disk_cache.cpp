@@ -68,15 +68,13 @@ DiskCache::DiskCache(std::string dir, std::uint64_t max_bytes) : dir_(std::move(
               fmt::format("kernel cache {} is not used ({}); compiling in memory only", dir_, why));
     return;
   }
-  dir_fd_ = folder.fd.release();
+  folder_ = std::move(folder.fd);
   readable_ = true;
-  writable_ = ::faccessat(dir_fd_, ".", W_OK, AT_EACCESS) == 0;
+  writable_ = ::faccessat(folder_.get(), ".", W_OK, AT_EACCESS) == 0;
   if (!writable_) disable_writes(fmt::format("the folder is not writable: {}", std::strerror(errno)), dir_);
 }
 
-DiskCache::~DiskCache() {
-  if (dir_fd_ >= 0) ::close(dir_fd_);
-}
+DiskCache::~DiskCache() = default;
 
 void DiskCache::disable_writes(const std::string& why, const std::string& path) {
   writable_ = false;
@@ -96,12 +94,12 @@ bool DiskCache::name_matches_key(const std::string& file_name, const Digest& ful
 
 CheckedEntry DiskCache::check(const std::string& file_name) const {
   CheckedEntry c;
-  if (dir_fd_ < 0) {
+  if (!folder_.valid()) {
     c.outcome = ReadOutcome::bad;
     c.problem = "the cache folder is not used: " + problem_;
     return c;
   }
-  c.outcome = read_entry_at(dir_fd_, file_name, c.entry, c.problem);
+  c.outcome = read_entry_at(folder_.get(), file_name, c.entry, c.problem);
   if (c.ok() && !name_matches_key(file_name, c.entry.key)) {
     c.outcome = ReadOutcome::bad;
     c.problem = "key in the header does not match the file name";
@@ -110,11 +108,11 @@ CheckedEntry DiskCache::check(const std::string& file_name) const {
 }
 
 bool DiskCache::remove(const std::string& file_name, std::string& why) {
-  if (dir_fd_ < 0) {
+  if (!folder_.valid()) {
     why = "the cache folder is not used: " + problem_;
     return false;
   }
-  return remove_at(dir_fd_, file_name, why);
+  return remove_at(folder_.get(), file_name, why);
 }
 
 void DiskCache::remove_bad(const std::string& file_name, const std::string& problem) {
@@ -139,7 +137,7 @@ std::optional<CacheEntry> DiskCache::load_verified(const std::string& file_name,
     remove_bad(file_name, c.problem);
     return std::nullopt;
   }
-  ::utimensat(dir_fd_, file_name.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // a hit refreshes the LRU time
+  ::utimensat(folder_.get(), file_name.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // a hit refreshes the LRU time
   return std::move(c.entry);
 }
 
@@ -172,11 +170,11 @@ std::optional<CacheEntry> DiskCache::get_any(const Digest& source) {
 // rename() replaces a file, link or FIFO of the entry's name, but not a folder: a folder there
 // is a bad entry, removed, and the rename tried once more.
 bool DiskCache::publish(const std::string& temp_name, const std::string& final_name, int& error) {
-  if (system_calls().renameat(dir_fd_, temp_name.c_str(), dir_fd_, final_name.c_str()) == 0) return true;
+  if (system_calls().renameat(folder_.get(), temp_name.c_str(), folder_.get(), final_name.c_str()) == 0) return true;
   error = errno;
   if (error != EISDIR && error != ENOTEMPTY && error != EEXIST) return false;
   remove_bad(final_name, "a folder, not a file");
-  if (system_calls().renameat(dir_fd_, temp_name.c_str(), dir_fd_, final_name.c_str()) == 0) return true;
+  if (system_calls().renameat(folder_.get(), temp_name.c_str(), folder_.get(), final_name.c_str()) == 0) return true;
   error = errno;
   return false;
 }
@@ -186,8 +184,8 @@ bool DiskCache::put(const Digest& source, const CacheEntry& entry) {
   const std::string final_name = entry_name(source, entry.key);
   const std::string temp_name = kTemporaryPrefix + final_name + "." + unique_suffix();
   const auto bytes = serialize(entry);
-  int fd =
-      system_calls().openat(dir_fd_, temp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int fd = system_calls().openat(folder_.get(), temp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                                 0600);
   if (fd < 0) {
     disable_writes(fmt::format("cannot create a file: {}", std::strerror(errno)), dir_ + "/" + temp_name);
     return false;
@@ -198,7 +196,7 @@ bool DiskCache::put(const Digest& source, const CacheEntry& entry) {
   ::close(fd);
   if (ok && !publish(temp_name, final_name, saved)) ok = false;
   if (!ok) {
-    ::unlinkat(dir_fd_, temp_name.c_str(), 0);
+    ::unlinkat(folder_.get(), temp_name.c_str(), 0);
     disable_writes(fmt::format("cannot write an entry: {}", std::strerror(saved)), dir_ + "/" + final_name);
     return false;
   }
@@ -211,7 +209,7 @@ FolderContents DiskCache::scan() const {
   FolderContents out;
   if (!readable_) return out;
   // A descriptor of its own: readdir moves an open folder's position, which a dup() would share.
-  const int listing = ::openat(dir_fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int listing = ::openat(folder_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (listing < 0) return out;
   DIR* d = ::fdopendir(listing);
   if (d == nullptr) {
@@ -226,7 +224,7 @@ FolderContents DiskCache::scan() const {
     info.path = dir_ + "/" + name;
     info.file_name = name;
     struct stat st {};
-    if (::fstatat(dir_fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // removed meanwhile
+    if (::fstatat(folder_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // removed meanwhile
     info.regular = S_ISREG(st.st_mode);
     info.bytes = info.regular ? std::uint64_t(st.st_size) : 0;
     info.last_use_ns = std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "arfuse/base/trusted_folder.hpp"
 #include "arfuse/cache.hpp"
 #include "arfuse/cache/cache_entry.hpp"
 #include "arfuse/cache/entry_file.hpp"
@@ -66,9 +67,7 @@ struct ARFUSE_API DiskCacheStats {
 class ARFUSE_API DiskCache {
  public:
   explicit DiskCache(std::string dir = default_cache_dir(), std::uint64_t max_bytes = default_max_bytes());
-  ~DiskCache();
-  DiskCache(const DiskCache&) = delete;
-  DiskCache& operator=(const DiskCache&) = delete;
+  ~DiskCache();  // out of line: libarfuse closes the folder
 
   const std::string& dir() const { return dir_; }
   // False when the folder is not used at all (untrusted or cannot be created).
@@ -120,7 +119,7 @@ class ARFUSE_API DiskCache {
   void disable_writes(const std::string& why, const std::string& path);
 
   std::string dir_;
-  int dir_fd_ = -1;  // the checked folder, held open; -1 when it is not used
+  FileDescriptor folder_;  // the checked folder, held open; none when it is not used
   std::uint64_t max_bytes_;
   bool readable_ = false;
   bool writable_ = false;

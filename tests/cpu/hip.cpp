@@ -10,6 +10,7 @@
 #include "arfuse/runtime/device/backend.hpp"
 #include "arfuse/runtime/device/hip_runtime.hpp"
 
+#include "hip_over_cuda.hpp"
 #include "support.hpp"
 
 using namespace arfuse;
@@ -19,11 +20,6 @@ namespace {
 
 // The description of the installed libamdhip64 (the [libamdhip64] cases run only where there is one).
 std::string installed_hip() { return hip::bind_without_init(); }
-
-bool adapter_installed() {
-  const char* v = std::getenv("HIP_OVER_CUDA_FOR_TESTS");
-  return v != nullptr && std::string(v) == "1";
-}
 
 }  // namespace
 
@@ -95,7 +91,7 @@ TEST_CASE("the device backend is chosen by ARFUSE_DEVICE_BACKEND: cuda, hip or a
 
 TEST_CASE("the [gpu] suites run through the backend asked for", "[gpu][hip]") {
   const Device device(0);
-  if (adapter_installed()) {
+  if (arfuse::test::hip_over_cuda_requested()) {
     // Every device call of this process goes through the HIP backend's code; the target comes
     // from gcnArchName as the adapter reports it.
     CHECK(std::string(Device::runtime()) == "HIP");

@@ -5,7 +5,7 @@
 // No case passes without asserting something (-w NoAssertions), and none returns early because
 // this machine lacks what it needs: such a case carries a tag for the need, and a run on a
 // machine without it leaves those cases out and says so, one SKIPPED line per tag:
-//   [root]      another uid, a tmpfs mount, chown (CI and the GPU machine run as root)
+//   [root]      another uid, a tmpfs mount, chown
 //   [amdclang]  a clang with the AMDGPU back end (scripts/setup-deps.sh; CI must have it)
 //   [libamdhip64]  the installed libamdhip64, not the HIP-over-CUDA adapter (CI must have it)
 //   [nogpu]     what a machine without any GPU answers
@@ -33,39 +33,46 @@ namespace {
 
 struct Requirement {
   const char* tag;
-  std::string missing;  // why this machine does not meet it; "" when it does
-  bool required_in_ci;  // CI must meet it: there a missing one fails the run
+  bool (*ci_must_meet)();  // where true under CI, a missing one fails the run instead
+  // Why this machine does not meet it, "" when it does; asked only when a selected case needs it.
+  std::string (*missing)();
 };
 
-bool adapter_installed() {
-  const char* v = std::getenv("HIP_OVER_CUDA_FOR_TESTS");
-  return v != nullptr && std::strcmp(v, "1") == 0;
-}
+std::string root_missing() { return ::geteuid() == 0 ? "" : "not running as root"; }
 
-std::vector<Requirement> requirements() {
-  std::vector<Requirement> out;
-  out.push_back({"root", ::geteuid() == 0 ? "" : "not running as root", false});
-  std::string clang;
+std::string amd_clang_missing() {
   try {
     arfuse::jit::amd_clang_compiler();
+    return "";
   } catch (const arfuse::Error& e) {
-    clang = std::string("no clang with the AMDGPU back end: ") + e.what();
+    return std::string("no clang with the AMDGPU back end: ") + e.what();
   }
-  out.push_back({"amdclang", clang, true});
-  std::string hip = adapter_installed() ? "the HIP backend is the HIP-over-CUDA adapter in this run" : "";
-  if (hip.empty()) {
-    try {
-      arfuse::hip::bind_without_init();
-    } catch (const arfuse::Error& e) {
-      hip = std::string("no libamdhip64: ") + e.what();
-    }
-  }
-  out.push_back({"libamdhip64", hip, !adapter_installed()});
-  out.push_back({"nogpu",
-                 arfuse::Device::count() > 0 ? "this machine has a GPU (the [gpu] cases run the real thing)" : "",
-                 false});
-  return out;
 }
+
+std::string libamdhip64_missing() {
+  if (arfuse::test::hip_over_cuda_requested()) return "the HIP backend is the HIP-over-CUDA adapter in this run";
+  try {
+    arfuse::hip::bind_without_init();
+    return "";
+  } catch (const arfuse::Error& e) {
+    return std::string("no libamdhip64: ") + e.what();
+  }
+}
+
+std::string gpu_present() {
+  return arfuse::Device::count() > 0 ? "this machine has a GPU (the [gpu] cases run the real thing)" : "";
+}
+
+bool never() { return false; }
+bool always() { return true; }
+bool unless_adapter() { return !arfuse::test::hip_over_cuda_requested(); }
+
+const Requirement kRequirements[] = {
+    {"root", never, root_missing},
+    {"amdclang", always, amd_clang_missing},
+    {"libamdhip64", unless_adapter, libamdhip64_missing},
+    {"nogpu", never, gpu_present},
+};
 
 // How many registered cases `filter` selects that carry `tag`.
 std::size_t cases_with(const std::string& filter, const std::string& tag, const Catch::IConfig& config) {
@@ -97,7 +104,7 @@ std::string excluding(const std::string& filter, const std::string& exclusion) {
 int main(int argc, char** argv) {
   // The [gpu] suites through the HIP backend on an NVIDIA GPU (tests/support/hip_over_cuda.hpp); rank
   // workers inherit the variable, so multi-process groups run through it too.
-  if (adapter_installed()) arfuse::test::install_hip_over_cuda();
+  if (arfuse::test::hip_over_cuda_requested()) arfuse::test::install_hip_over_cuda();
   if (argc > 1 && std::strcmp(argv[1], "--rank-worker") == 0) return arfuse::test::rank_worker_main(argc - 2, argv + 2);
   if (argc > 1 && std::strcmp(argv[1], "--static-group-exit") == 0) return arfuse::test::static_group_worker_main();
   Catch::Session session;
@@ -110,17 +117,18 @@ int main(int argc, char** argv) {
   const bool ci = std::getenv("CI") != nullptr;
   std::string excluded = filter;
   std::vector<std::string> said;
-  for (const Requirement& r : requirements()) {
-    if (r.missing.empty()) continue;
+  for (const Requirement& r : kRequirements) {
     const std::size_t n = cases_with(filter, r.tag, session.config());
     if (n == 0) continue;
-    if (ci && r.required_in_ci) {
+    const std::string missing = r.missing();
+    if (missing.empty()) continue;
+    if (ci && r.ci_must_meet()) {
       std::fprintf(stderr, "FAILED: %zu test cases tagged [%s] cannot run, and CI must run them: %s\n", n, r.tag,
-                   r.missing.c_str());
+                   missing.c_str());
       return 1;
     }
     excluded = excluding(excluded, std::string("~[") + r.tag + "]");
-    said.push_back("SKIPPED: " + std::to_string(n) + " test cases tagged [" + r.tag + "]: " + r.missing);
+    said.push_back("SKIPPED: " + std::to_string(n) + " test cases tagged [" + r.tag + "]: " + missing);
   }
   for (const std::string& line : said) std::printf("%s\n", line.c_str());
   data.testsOrTags = {excluded};
