@@ -1,11 +1,13 @@
 // The names of an enum's values, written once as a table: to_string, parsing and the list of
-// values all read it, so adding a value is one line.
+// values all read it, so adding a value is one line. An enum with a to_string formats by its
+// name in fmt ("quant {}").
 #pragma once
 
 #include <fmt/format.h>
 
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -42,3 +44,19 @@ std::vector<Enum> values_in(const Names<Enum>& names) {
 }
 
 }  // namespace arfuse
+
+namespace arfuse::detail {
+template <typename E, typename = void>
+struct has_name : std::false_type {};
+template <typename E>
+struct has_name<E, std::void_t<decltype(to_string(std::declval<E>()))>> : std::is_enum<E> {};
+}  // namespace arfuse::detail
+
+template <typename E>
+struct fmt::formatter<E, char, std::enable_if_t<arfuse::detail::has_name<E>::value>>
+    : fmt::formatter<std::string_view> {
+  template <typename Context>
+  auto format(E value, Context& ctx) const {
+    return fmt::formatter<std::string_view>::format(to_string(value), ctx);
+  }
+};

@@ -1,13 +1,15 @@
-// The standalone epilogue's launch without its argument checks, for a caller that made them (the
-// group's NCCL path runs it on the sum NCCL wrote).
+// The standalone kernels' launches, one block per row, without their argument checks: for a
+// caller that made them (the public calls in runtime/epilogue.cpp, the group's NCCL path on
+// the sum NCCL wrote).
 #pragma once
 
-#include "arfuse/context.hpp"
 #include "arfuse/epilogue.hpp"
-#include "arfuse/error.hpp"
+#include "arfuse/runtime/context.hpp"
 
 namespace arfuse {
 
-ARFUSE_API void launch_rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& args, const Stream& stream);
+void launch_rmsnorm_quant(const LaunchableKernel& kernel, const RmsnormQuantArgs& args, const Stream& stream);
+void launch_group_quant(const LaunchableKernel& kernel, const GroupQuantArgs& args, const Stream& stream);
+void launch_token_quant(const LaunchableKernel& kernel, const TokenQuantArgs& args, const Stream& stream);
 
 }  // namespace arfuse

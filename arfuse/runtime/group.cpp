@@ -12,6 +12,7 @@
 #include "arfuse/runtime/context.hpp"
 #include "arfuse/runtime/group_state.hpp"
 #include "arfuse/runtime/signal_error.hpp"
+#include "arfuse/runtime/validate.hpp"
 
 namespace arfuse {
 
@@ -136,21 +137,13 @@ void Group::reset() {
   if (options_.bootstrap && world() > 1) options_.bootstrap->barrier();  // every rank is clean
 }
 
-void Group::check_open(DType dtype) const {
-  if (closed_) throw Error("the group is closed");
-  if (options_.dtype && dtype != *options_.dtype) {
-    throw Error(
-        fmt::format("dtype {} was passed to a group created for {}", to_string(dtype), to_string(*options_.dtype)));
-  }
-}
-
 Rank::Rank(Group& group, RankBuffers& buffers, Context& context)
     : group_(&group), buffers_(&buffers), index_(buffers.rank), context_(&context) {}
 
 void* Rank::input_buffer() const { return buffers_->staging.get(); }
 
 void Rank::prepare(int hidden, DType dtype, const EpilogueMode& mode) {
-  group_->check_open(dtype);
+  check_group_open(*group_, dtype);
   if (group_->custom_path_available()) {
     for (int stage : {1, 2}) {
       load_kernel(*context_, spec_for(*context_, jit::Module::fused_ar, hidden, dtype, mode, group_->world(), stage));

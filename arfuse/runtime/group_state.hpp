@@ -21,7 +21,7 @@ struct GroupState {
 struct GroupAccess {
   static GroupState& state(const Group& g) { return *g.state_; }
   static const GroupOptions& options(const Group& g) { return g.options_; }
-  static void check_open(const Group& g, DType dtype) { g.check_open(dtype); }
+  static bool closed(const Group& g) { return g.closed_; }
 };
 
 struct RankAccess {

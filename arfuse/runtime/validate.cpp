@@ -5,12 +5,13 @@
 #include <cmath>
 #include <cstdint>
 
-#include "arfuse/epilogue.hpp"
+#include "arfuse/base/names.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/group.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
+#include "arfuse/runtime/group_state.hpp"
 
-namespace arfuse::detail {
+namespace arfuse {
+namespace detail {
 
 void require_pointer(const void* p, const char* name, const std::string& why_needed) {
   if (p == nullptr) throw Error(fmt::format("{} is null; it is required {}", name, why_needed));
@@ -34,73 +35,65 @@ void require_eps(float eps) {
   if (!std::isfinite(eps) || eps < 0.0f) throw Error(fmt::format("eps is {}; it must be finite and >= 0", eps));
 }
 
-void require_epilogue_pointers(const EpiloguePointers& p, const char* input_role) {
-  require_pointer(p.input, "input", input_role);
-  require_pointer(p.residual_in, "residual_in", "(the residual add)");
-  require_pointer(p.residual_out, "residual_out", "(the updated residual)");
-  require_pointer(p.weight, "weight", "(the norm weight)");
-  require_pointer(p.out, "out", "(the normalised output)");
-  if (p.quant != Quant::none) {
-    require_pointer(p.scales, "scales", fmt::format("with quant {}", to_string(p.quant)));
-  }
-  if (writes_mirror(p.quant)) {
-    require_pointer(p.mirror, "mirror", fmt::format("with quant {}", to_string(p.quant)));
-  }
-}
-
-ScaleStrides scale_strides(const EpilogueMode& mode, int tokens, int hidden) {
-  if (is_mxfp4(mode.quant)) return {hidden / kMxBlockSize, 1};
-  if (is_group_fp8(mode.quant)) {
-    return mode.scale_layout == ScaleLayout::row_major ? ScaleStrides{hidden / mode.group_size, 1}
-                                                       : ScaleStrides{1, tokens};
-  }
-  return mode.quant == Quant::none ? ScaleStrides{0, 0} : ScaleStrides{1, 0};
-}
-
-}  // namespace arfuse::detail
-
-namespace arfuse {
+}  // namespace detail
 
 using detail::require_pointer;
 
 namespace {
 
-void check_group_shape(int tokens, int hidden, int max_tokens, int max_hidden) {
-  detail::require_tokens(tokens, max_tokens);
-  check_hidden(hidden);
+// After the hidden size's own check, so that a size no kernel takes is reported as such.
+void require_max_hidden(int hidden, int max_hidden) {
   if (hidden > max_hidden) {
     throw Error(
         fmt::format("hidden is {}, more than the max_hidden of {} the group was created with", hidden, max_hidden));
   }
 }
 
+// The tensors of an epilogue; scales and mirror only where the mode writes them (the checks that
+// name the mode come last).
+template <typename Args>
+void require_epilogue_tensors(const Args& a, const char* input_role) {
+  require_pointer(a.input, "input", input_role);
+  require_pointer(a.residual_in, "residual_in", "(the residual add)");
+  require_pointer(a.residual_out, "residual_out", "(the updated residual)");
+  require_pointer(a.weight, "weight", "(the norm weight)");
+  require_pointer(a.out, "out", "(the normalised output)");
+  detail::require_aligned(a.scales, "scales");
+  detail::require_aligned(a.mirror, "mirror");
+  if (a.mode.quant != Quant::none && a.scales == nullptr) {
+    throw Error(fmt::format("scales is null; it is required with quant {}", a.mode.quant));
+  }
+  if (writes_mirror(a.mode.quant) && a.mirror == nullptr) {
+    throw Error(fmt::format("mirror is null; it is required with quant {}", a.mode.quant));
+  }
+}
+
 }  // namespace
 
+// The mode's checks come last in each call's checks: they are the only ones outside this file.
 void validate_args(const AllreduceRmsnormArgs& a, int max_tokens, int max_hidden) {
-  check_group_shape(a.tokens, a.hidden, max_tokens, max_hidden);
-  a.mode.validate(a.hidden);
+  detail::require_tokens(a.tokens, max_tokens);
   detail::require_eps(a.eps);
-  if (a.tokens == 0) return;
-  detail::require_epilogue_pointers(
-      {a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.mode.quant},
-      "(this rank's contribution)");
+  if (a.tokens > 0) require_epilogue_tensors(a, "(this rank's contribution)");
+  a.mode.validate(a.hidden);
+  require_max_hidden(a.hidden, max_hidden);
 }
 
 void validate_args(const AllreduceArgs& a, int max_tokens, int max_hidden) {
-  check_group_shape(a.tokens, a.hidden, max_tokens, max_hidden);
-  if (a.tokens == 0) return;
-  require_pointer(a.input, "input", "(this rank's contribution)");
-  require_pointer(a.out, "out", "(the sum)");
+  detail::require_tokens(a.tokens, max_tokens);
+  if (a.tokens > 0) {
+    require_pointer(a.input, "input", "(this rank's contribution)");
+    require_pointer(a.out, "out", "(the sum)");
+  }
+  check_hidden(a.hidden);
+  require_max_hidden(a.hidden, max_hidden);
 }
 
 void validate_args(const RmsnormQuantArgs& a) {
-  a.mode.validate(a.hidden);
   detail::require_tokens(a.tokens);
   detail::require_eps(a.eps);
-  if (a.tokens == 0) return;
-  detail::require_epilogue_pointers(
-      {a.input, a.residual_in, a.residual_out, a.weight, a.out, a.scales, a.mirror, a.mode.quant},
-      "(the reduced tensor)");
+  if (a.tokens > 0) require_epilogue_tensors(a, "(the reduced tensor)");
+  a.mode.validate(a.hidden);
 }
 
 void validate_args(const GroupQuantArgs& a) {
@@ -108,14 +101,62 @@ void validate_args(const GroupQuantArgs& a) {
     throw Error(
         fmt::format("group_quant takes quant fp8_group or mxfp4, not {} (the mirror modes belong to the "
                     "epilogue kernels)",
-                    to_string(a.mode.quant)));
+                    a.mode.quant));
+  }
+  detail::require_tokens(a.tokens);
+  if (a.tokens > 0) {
+    require_pointer(a.input, "input", "(the tensor to quantise)");
+    require_pointer(a.out, "out", "(the quantised output)");
+    require_pointer(a.scales, "scales", "(the group scales)");
   }
   a.mode.validate(a.hidden);
+}
+
+void validate_args(const TokenQuantArgs& a) {
   detail::require_tokens(a.tokens);
-  if (a.tokens == 0) return;
-  require_pointer(a.input, "input", "(the tensor to quantise)");
-  require_pointer(a.out, "out", "(the quantised output)");
-  require_pointer(a.scales, "scales", "(the group scales)");
+  if (a.tokens > 0) {
+    require_pointer(a.input, "input", "(the tensor to quantise)");
+    require_pointer(a.out, "out", "(the fp8 output)");
+    require_pointer(a.scales, "scales", "(the per-token scales)");
+  }
+  check_hidden(a.hidden);
+}
+
+namespace {
+
+void require_open(const Group& group) {
+  if (GroupAccess::closed(group)) throw Error("the group is closed");
+}
+
+void require_group_dtype(const Group& group, DType dtype) {
+  const std::optional<DType>& own = GroupAccess::options(group).dtype;
+  if (own && dtype != *own) throw Error(fmt::format("dtype {} was passed to a group created for {}", dtype, *own));
+}
+
+}  // namespace
+
+void check_group_open(const Group& group, DType dtype) {
+  require_open(group);
+  require_group_dtype(group, dtype);
+}
+
+// The dtype's check comes last: it names the dtype.
+CallShape validate_call(const Rank& rank, const AllreduceRmsnormArgs& a) {
+  const Group& group = RankAccess::group(rank);
+  require_open(group);
+  const Topology& t = topology_of(group);
+  validate_args(a, t.call_max_tokens(), t.call_max_hidden());
+  require_group_dtype(group, a.dtype);
+  return CallShape{true, a.tokens, a.hidden, a.dtype, a.mode};
+}
+
+CallShape validate_call(const Rank& rank, const AllreduceArgs& a) {
+  const Group& group = RankAccess::group(rank);
+  require_open(group);
+  const Topology& t = topology_of(group);
+  validate_args(a, t.call_max_tokens(), t.call_max_hidden());
+  require_group_dtype(group, a.dtype);
+  return CallShape{false, a.tokens, a.hidden, a.dtype, {}};
 }
 
 }  // namespace arfuse

@@ -1,36 +1,31 @@
-// Argument checks shared by the launch entry points; each throws arfuse::Error whose message
-// names the argument, what was wrong and what is allowed.
+// Argument checks of every launch entry point, made once per call before anything is planned
+// or launched; each throws arfuse::Error whose message names the argument, what was wrong and
+// what is allowed. The public validate_args (arfuse/group.hpp, arfuse/epilogue.hpp) are these.
 #pragma once
 
 #include <string>
 
-#include "arfuse/modes.hpp"
+#include "arfuse/epilogue.hpp"
+#include "arfuse/group.hpp"
+#include "arfuse/runtime/plan/plan.hpp"
 
-namespace arfuse::detail {
+namespace arfuse {
+
+// Throws Error when the group is closed or `dtype` is not the one it was created for.
+void check_group_open(const Group& group, DType dtype);
+
+// A rank's call checked against its group (open, dtype, capacity) and on its own; its shape.
+CallShape validate_call(const Rank& rank, const AllreduceRmsnormArgs& args);
+CallShape validate_call(const Rank& rank, const AllreduceArgs& args);
+
+void validate_args(const TokenQuantArgs& args);
+
+namespace detail {
 
 void require_pointer(const void* p, const char* name, const std::string& why_needed);
 void require_aligned(const void* p, const char* name);
 void require_tokens(int tokens, int capacity = -1);
 void require_eps(float eps);
 
-// The tensors an epilogue call reads and writes; scales and mirror only where `quant` needs them.
-struct EpiloguePointers {
-  const void* input;
-  const void* residual_in;
-  const void* residual_out;
-  const void* weight;
-  const void* out;
-  const void* scales;
-  const void* mirror;
-  Quant quant;
-};
-void require_epilogue_pointers(const EpiloguePointers& p, const char* input_role);
-
-// Where a row's scales start (row * row) and how far apart its groups' are, in scale elements.
-struct ScaleStrides {
-  int row = 0, group = 0;
-};
-// `mode` has been validated for `hidden`.
-ScaleStrides scale_strides(const EpilogueMode& mode, int tokens, int hidden);
-
-}  // namespace arfuse::detail
+}  // namespace detail
+}  // namespace arfuse

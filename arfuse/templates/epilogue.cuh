@@ -171,18 +171,25 @@ __device__ __forceinline__ float group_amax(const Vec16& v, bool owned) {
   }
 }
 
+// Calls body(k, vec, amax) for each vector y[k] this thread owns (vec: its index in the row),
+// with amax over its group of G elements; every lane takes part in the group's shuffles.
+template <typename T, int H, int THREADS, int VPT, int G, typename Body>
+__device__ __forceinline__ void for_each_owned_vector(const Vec16 (&y)[VPT], Body&& body) {
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    const bool owned = owns_vector<H, THREADS>(k);
+    const float amax = group_amax<T, G>(y[k], owned);
+    if (owned) body(k, int(threadIdx.x) + k * THREADS, amax);
+  }
+}
+
 // Step 7b: per-token-group FP8. scales: the row's first scale (float, or byte for E8M0);
 // group_stride: elements between the row's consecutive group scales (1 row-major, M column-major).
 template <typename T, int H, int THREADS, int VPT, int G, int SCALE>
 __device__ __forceinline__ void quantize_groups(const Vec16 (&y)[VPT], u8* out, void* scales, int group_stride) {
   static_assert(H % G == 0, "the group size must divide H");
   constexpr int kLanes = G / 8;
-#pragma unroll
-  for (int k = 0; k < VPT; ++k) {
-    const bool owned = owns_vector<H, THREADS>(k);
-    const float amax = group_amax<T, G>(y[k], owned);
-    if (!owned) continue;
-    const int vec = threadIdx.x + k * THREADS;
+  for_each_owned_vector<T, H, THREADS, VPT, G>(y, [&](int k, int vec, float amax) {
     float v[8];
     unpack8<T>(y[k], v);
     float scale;
@@ -201,14 +208,14 @@ __device__ __forceinline__ void quantize_groups(const Vec16 (&y)[VPT], u8* out, 
       for (int j = 0; j < 8; ++j) v[j] = v[j] * inverse;
     }
     store8(out + vec * 8, pack_fp8x8(v));
-    if (vec % kLanes != 0) continue;
+    if (vec % kLanes != 0) return;
     const int at = (vec / kLanes) * group_stride;
     if constexpr (SCALE == kScaleE8m0) {
       static_cast<u8*>(scales)[at] = e8m0_byte(scale);
     } else {
       static_cast<float*>(scales)[at] = scale;
     }
-  }
+  });
 }
 
 // Step 7c: MXFP4. out: the row's packed elements (H / 2 bytes); scales: the row's first E8M0 byte.
@@ -216,12 +223,7 @@ template <typename T, int H, int THREADS, int VPT>
 __device__ __forceinline__ void quantize_mx(const Vec16 (&y)[VPT], u8* out, u8* scales, int group_stride) {
   static_assert(H % kMxBlockSize == 0, "MXFP4 needs H divisible by 32");
   constexpr int kLanes = kMxBlockSize / 8;
-#pragma unroll
-  for (int k = 0; k < VPT; ++k) {
-    const bool owned = owns_vector<H, THREADS>(k);
-    const float amax = group_amax<T, kMxBlockSize>(y[k], owned);
-    if (!owned) continue;
-    const int vec = threadIdx.x + k * THREADS;
+  for_each_owned_vector<T, H, THREADS, VPT, kMxBlockSize>(y, [&](int k, int vec, float amax) {
     const bool finite = amax <= 0x1.fffffep127f;  // false for NaN and Inf: scale NaN, elements 0
     const int e = finite ? mx_exponent(amax) : 0;
     u32 packed = 0;
@@ -237,7 +239,7 @@ __device__ __forceinline__ void quantize_mx(const Vec16 (&y)[VPT], u8* out, u8* 
     }
     *reinterpret_cast<u32*>(out + vec * 4) = packed;
     if (vec % kLanes == 0) scales[(vec / kLanes) * group_stride] = finite ? u8(e + 127) : u8(0xff);
-  }
+  });
 }
 
 // Step 7b or 7c of one row; `scales` is the row's first scale (row_scales).

@@ -13,6 +13,13 @@
 
 namespace arfuse {
 
+// Every standalone kernel's start: it overlaps the neighbouring kernels (programmatic dependent
+// launch).
+__device__ __forceinline__ void overlap_neighbouring_kernels() {
+  wait_for_previous_kernel();
+  let_next_kernel_start();
+}
+
 // fp8_group's residual_out goes out after the sum-of-squares reduction here: on the H200 that took
 // about 0.6-1.1 % off its large rows, while it added 1.7-1.9 % to MXFP4's (docs/performance-notes.md
 // section 19) and 2.7-7 % to the fused fp8_group kernel's (section 20), which keep the early store.
@@ -28,8 +35,7 @@ template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROU
 __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS)
     rmsnorm_quant_kernel(const T* in, const T* residual_in, T* residual_out, const T* weight, float eps, void* out,
                          void* scales, T* mirror, int tokens, int scale_row_stride, int scale_group_stride) {
-  wait_for_previous_kernel();
-  let_next_kernel_start();
+  overlap_neighbouring_kernels();
   __shared__ ReduceScratch scratch;
   const int row = blockIdx.x;
   if (row >= tokens) return;
@@ -51,8 +57,7 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS)
 
 template <typename T, int H, int THREADS, int VPT>
 __global__ void __launch_bounds__(THREADS) token_quant_kernel(const T* in, u8* out, float* scales, int tokens) {
-  wait_for_previous_kernel();
-  let_next_kernel_start();
+  overlap_neighbouring_kernels();
   __shared__ ReduceScratch scratch;
   const int row = blockIdx.x;
   if (row >= tokens) return;
@@ -67,8 +72,7 @@ template <typename T, int H, int THREADS, int VPT, int QUANT, int GROUP, int SCA
 __global__ void __launch_bounds__(THREADS)
     group_quant_kernel(const T* in, u8* out, void* scales, int tokens, int scale_row_stride, int scale_group_stride) {
   static_assert(kQuantIsGroupFp8<QUANT> || kQuantIsMxfp4<QUANT>, "group_quant takes fp8_group or mxfp4");
-  wait_for_previous_kernel();
-  let_next_kernel_start();
+  overlap_neighbouring_kernels();
   const int row = blockIdx.x;
   if (row >= tokens) return;
   Vec16 y[VPT];

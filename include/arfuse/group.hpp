@@ -177,8 +177,6 @@ class ARFUSE_API Group {
   friend class Rank;
   friend struct GroupAccess;  // the call path and set-up (runtime/group_state.hpp)
   const Context& open_context(int ordinal);
-  // Throws Error when the group is closed or `dtype` is not the group's.
-  void check_open(DType dtype) const;
 
   GroupOptions options_;
   std::vector<std::unique_ptr<Context>> contexts_;  // one per distinct device

@@ -9,7 +9,7 @@
 
 #include "arfuse/jit/spec_set.hpp"
 #include "arfuse/reference/model.hpp"
-#include "arfuse/runtime/validate.hpp"
+#include "arfuse/runtime/launch.hpp"
 
 #include "emulated_kernel.hpp"
 #include "norm_probe.hpp"

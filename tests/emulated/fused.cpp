@@ -10,7 +10,7 @@
 
 #include "arfuse/jit/spec_set.hpp"
 #include "arfuse/reference/model.hpp"
-#include "arfuse/runtime/validate.hpp"
+#include "arfuse/runtime/launch.hpp"
 #include "arfuse/templates/signal.cuh"
 
 #include "emulated_kernel.hpp"

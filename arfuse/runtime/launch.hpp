@@ -1,0 +1,29 @@
+// The last step of a rank's call: the kernel's arguments from validated call arguments, and the
+// launch (the NCCL path: NCCL's all-reduce, then the standalone epilogue's launch). Nothing here checks an argument
+// (runtime/validate.hpp did) or chooses a path (runtime/plan/plan.hpp did).
+#pragma once
+
+#include "arfuse/epilogue.hpp"
+#include "arfuse/group.hpp"
+#include "arfuse/runtime/context.hpp"
+#include "arfuse/runtime/plan/plan.hpp"
+
+namespace arfuse {
+
+// A rank's call on its plan, with the plan's kernel (null: a plain all-reduce on NCCL).
+void launch_call(Rank& rank, const Plan& plan, const LaunchableKernel* kernel, const AllreduceRmsnormArgs& args,
+                 const Stream& stream);
+void launch_call(Rank& rank, const Plan& plan, const LaunchableKernel* kernel, const AllreduceArgs& args,
+                 const Stream& stream);
+
+namespace detail {
+
+// Where a row's scales start (row * row) and how far apart its groups' are, in scale elements.
+struct ScaleStrides {
+  int row = 0, group = 0;
+};
+// `mode` has been validated for `hidden`.
+ARFUSE_API ScaleStrides scale_strides(const EpilogueMode& mode, int tokens, int hidden);
+
+}  // namespace detail
+}  // namespace arfuse
