@@ -38,8 +38,10 @@ void launch_rmsnorm_quant(const LaunchableKernel& k, const RmsnormQuantArgs& a, 
   void* mirror = a.mirror;
   int tokens = a.tokens;
   int scale_row_stride = strides.row, scale_group_stride = strides.group;
-  void* params[] = {&in,     &res_in,           &res_out,           &weight, &eps, &out, &scales, &mirror,
-                    &tokens, &scale_row_stride, &scale_group_stride};
+  RowStrides rows = detail::row_strides(a);
+  void* params[] = {
+      &in,  &res_in, &res_out, &weight, &eps, &out, &scales, &mirror, &tokens, &scale_row_stride, &scale_group_stride,
+      &rows};
   k.kernel.launch(unsigned(a.tokens), stream, params, a.pdl);
 }
 
@@ -49,7 +51,8 @@ void launch_group_quant(const LaunchableKernel& k, const GroupQuantArgs& a, cons
   void* out = a.out;
   void* scales = a.scales;
   int tokens = a.tokens, scale_row_stride = strides.row, scale_group_stride = strides.group;
-  void* params[] = {&in, &out, &scales, &tokens, &scale_row_stride, &scale_group_stride};
+  RowStrides rows = detail::row_strides(a);
+  void* params[] = {&in, &out, &scales, &tokens, &scale_row_stride, &scale_group_stride, &rows};
   k.kernel.launch(unsigned(a.tokens), stream, params, a.pdl);
 }
 
@@ -58,7 +61,8 @@ void launch_token_quant(const LaunchableKernel& k, const TokenQuantArgs& a, cons
   void* out = a.out;
   float* scales = a.scales;
   int tokens = a.tokens;
-  void* params[] = {&in, &out, &scales, &tokens};
+  RowStrides rows = detail::row_strides(a);
+  void* params[] = {&in, &out, &scales, &tokens, &rows};
   k.kernel.launch(unsigned(a.tokens), stream, params, a.pdl);
 }
 

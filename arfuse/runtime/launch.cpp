@@ -24,8 +24,35 @@ detail::ScaleStrides detail::scale_strides(const EpilogueMode& mode, int tokens,
 
 namespace {
 
+int or_width(int stride, int width) { return stride == 0 ? width : stride; }
+
+}  // namespace
+
+RowStrides detail::row_strides(const RmsnormQuantArgs& a) {
+  const int out_width = or_width(a.out_width, a.hidden);
+  const int out_row = is_mxfp4(a.mode.quant) ? a.hidden / 2 : out_width;
+  return RowStrides{or_width(a.input_stride, a.hidden),        or_width(a.residual_in_stride, a.hidden),
+                    or_width(a.residual_out_stride, a.hidden), or_width(a.out_stride, out_row),
+                    or_width(a.mirror_stride, a.hidden),       out_width};
+}
+
+RowStrides detail::row_strides(const AllreduceArgs& a) {
+  return RowStrides{or_width(a.input_stride, a.hidden), 0, 0, or_width(a.out_stride, a.hidden), 0, a.hidden};
+}
+
+RowStrides detail::row_strides(const TokenQuantArgs& a) {
+  return RowStrides{or_width(a.input_stride, a.hidden), 0, 0, or_width(a.out_stride, a.hidden), 0, a.hidden};
+}
+
+RowStrides detail::row_strides(const GroupQuantArgs& a) {
+  const int out_row = is_mxfp4(a.mode.quant) ? a.hidden / 2 : a.hidden;
+  return RowStrides{or_width(a.input_stride, a.hidden), 0, 0, or_width(a.out_stride, out_row), 0, a.hidden};
+}
+
+namespace {
+
 // The custom kernels' arguments every call shares.
-FusedArgs fused_args(const Rank& rank, int tokens, const void* input) {
+FusedArgs fused_args(const Rank& rank, int tokens, const void* input, const RowStrides& strides) {
   const Group& group = RankAccess::group(rank);
   const GroupOptions& options = GroupAccess::options(group);
   FusedArgs f{};
@@ -35,6 +62,7 @@ FusedArgs fused_args(const Rank& rank, int tokens, const void* input) {
   f.timeout_ns = std::uint64_t(options.timeout.count()) * 1000000ull;
   f.check_call = options.check_calls ? 1 : 0;
   f.input = input == rank.input_buffer() ? nullptr : input;  // the kernel copies it in
+  f.strides = strides;
   return f;
 }
 
@@ -67,13 +95,29 @@ void* nccl_scratch(Rank& rank, std::size_t bytes, const Stream& stream) {
 
 NcclCommunicator& nccl_of(const Rank& rank) { return *GroupAccess::state(RankAccess::group(rank)).resources.nccl; }
 
+// NCCL's sum of this rank's rows, contiguous, in `sum` (null: nccl_scratch), which it returns; a
+// strided input is gathered there first and reduced in place.
+void* nccl_sum(Rank& rank, const void* input, int input_stride, void* sum, int tokens, int hidden, DType dtype,
+               const Stream& stream) {
+  const std::size_t row_bytes = std::size_t(hidden) * std::size_t(element_bytes(dtype));
+  if (sum == nullptr) sum = nccl_scratch(rank, std::size_t(tokens) * row_bytes, stream);
+  if (input_stride != hidden) {
+    stream.copy_rows(sum, row_bytes, input, std::size_t(input_stride) * std::size_t(element_bytes(dtype)), row_bytes,
+                     std::size_t(tokens));
+    input = sum;
+  }
+  nccl_of(rank).allreduce(input, sum, std::size_t(tokens) * std::size_t(hidden), dtype, stream);
+  return sum;
+}
+
 }  // namespace
 
 void launch_call(Rank& rank, const Plan& plan, const LaunchableKernel* kernel, const AllreduceRmsnormArgs& a,
                  const Stream& stream) {
   note_path(rank, plan, a.tokens, a.hidden);
+  const RowStrides strides = detail::row_strides(a);
   if (plan.path != Path::nccl) {
-    FusedArgs f = fused_args(rank, a.tokens, a.input);
+    FusedArgs f = fused_args(rank, a.tokens, a.input, strides);
     f.residual_in = a.residual_in, f.residual_out = a.residual_out, f.weight = a.weight, f.eps = a.eps;
     f.out = a.out, f.scales = a.scales, f.mirror = a.mirror;
     const detail::ScaleStrides strides = detail::scale_strides(a.mode, a.tokens, a.hidden);
@@ -81,24 +125,34 @@ void launch_call(Rank& rank, const Plan& plan, const LaunchableKernel* kernel, c
     launch_fused(rank, plan, *kernel, f, a.pdl, stream);
     return;
   }
-  const std::size_t count = std::size_t(a.tokens) * std::size_t(a.hidden);
-  void* sum = nccl_scratch(rank, count * std::size_t(element_bytes(a.dtype)), stream);
-  nccl_of(rank).allreduce(a.input, sum, count, a.dtype, stream);
+  void* sum = nccl_sum(rank, a.input, strides.input, nullptr, a.tokens, a.hidden, a.dtype, stream);
   RmsnormQuantArgs epilogue = a;
   epilogue.input = sum;
+  epilogue.input_stride = 0;
   launch_rmsnorm_quant(*kernel, epilogue, stream);
 }
 
 void launch_call(Rank& rank, const Plan& plan, const LaunchableKernel* kernel, const AllreduceArgs& a,
                  const Stream& stream) {
   note_path(rank, plan, a.tokens, a.hidden);
+  const RowStrides strides = detail::row_strides(a);
   if (plan.path != Path::nccl) {
-    FusedArgs f = fused_args(rank, a.tokens, a.input);
+    FusedArgs f = fused_args(rank, a.tokens, a.input, strides);
     f.out = a.out;
     launch_fused(rank, plan, *kernel, f, a.pdl, stream);
     return;
   }
-  nccl_of(rank).allreduce(a.input, a.out, std::size_t(a.tokens) * std::size_t(a.hidden), a.dtype, stream);
+  const std::size_t row_bytes = std::size_t(a.hidden) * std::size_t(element_bytes(a.dtype));
+  if (strides.input == a.hidden && strides.out == a.hidden) {
+    nccl_of(rank).allreduce(a.input, a.out, std::size_t(a.tokens) * std::size_t(a.hidden), a.dtype, stream);
+    return;
+  }
+  void* sum = nccl_sum(rank, a.input, strides.input, strides.out == a.hidden ? a.out : nullptr, a.tokens, a.hidden,
+                       a.dtype, stream);
+  if (sum != a.out) {
+    stream.copy_rows(a.out, std::size_t(strides.out) * std::size_t(element_bytes(a.dtype)), sum, row_bytes, row_bytes,
+                     std::size_t(a.tokens));
+  }
 }
 
 }  // namespace arfuse

@@ -25,5 +25,11 @@ struct ScaleStrides {
 // `mode` has been validated for `hidden`.
 ARFUSE_API ScaleStrides scale_strides(const EpilogueMode& mode, int tokens, int hidden);
 
+// The kernels' row strides of validated arguments: each 0 resolved to its row's width.
+ARFUSE_API RowStrides row_strides(const RmsnormQuantArgs& args);
+ARFUSE_API RowStrides row_strides(const AllreduceArgs& args);
+ARFUSE_API RowStrides row_strides(const TokenQuantArgs& args);
+ARFUSE_API RowStrides row_strides(const GroupQuantArgs& args);
+
 }  // namespace detail
 }  // namespace arfuse

@@ -68,6 +68,48 @@ void require_epilogue_tensors(const Args& a, const char* input_role) {
   }
 }
 
+// A row stride: 0 (contiguous), the row's width, or wider and a multiple of 16 bytes (every row
+// then starts 16-byte aligned). `width` in the tensor's units of `unit_bytes`.
+void require_row_stride(const char* name, int stride, int width, int unit_bytes) {
+  if (stride == 0 || stride == width) return;
+  if (stride < width) {
+    throw Error(
+        fmt::format("{} is {}; it must be 0 (contiguous) or at least the row's {} elements", name, stride, width));
+  }
+  if (std::int64_t(stride) * unit_bytes % 16 != 0) {
+    throw Error(
+        fmt::format("{} is {} ({} bytes); a row stride other than the row's width must be a multiple of 16 bytes", name,
+                    stride, std::int64_t(stride) * unit_bytes));
+  }
+}
+
+// out_width and the strides of an epilogue's tensors (after the hidden size's check).
+void require_epilogue_layout(const RmsnormQuantArgs& a) {
+  const int width = a.out_width == 0 ? a.hidden : a.out_width;
+  if (width != a.hidden) {
+    if (width < a.hidden || width % 8 != 0) {
+      throw Error(fmt::format("out_width is {}; it must be 0 (hidden) or a multiple of 8 of at least hidden ({})",
+                              a.out_width, a.hidden));
+    }
+    if (a.mode.quant != Quant::none && a.mode.quant != Quant::fp8 && a.mode.quant != Quant::fp8_mirror) {
+      throw Error(
+          fmt::format("out_width is {} with quant {}: only quant none, fp8 and fp8_mirror write padded rows "
+                      "(the block-scaled modes' scales cover the hidden columns only)",
+                      a.out_width, a.mode.quant));
+    }
+  }
+  const int t_bytes = element_bytes(a.dtype);
+  require_row_stride("input_stride", a.input_stride, a.hidden, t_bytes);
+  require_row_stride("residual_in_stride", a.residual_in_stride, a.hidden, t_bytes);
+  require_row_stride("residual_out_stride", a.residual_out_stride, a.hidden, t_bytes);
+  require_row_stride("mirror_stride", a.mirror_stride, a.hidden, t_bytes);
+  if (is_mxfp4(a.mode.quant)) {
+    require_row_stride("out_stride", a.out_stride, a.hidden / 2, 1);
+  } else {
+    require_row_stride("out_stride", a.out_stride, width, a.mode.quant == Quant::none ? t_bytes : 1);
+  }
+}
+
 }  // namespace
 
 // The mode's checks come last in each call's checks: they are the only ones outside this file.
@@ -77,6 +119,7 @@ void validate_args(const AllreduceRmsnormArgs& a, int max_tokens, int max_hidden
   if (a.tokens > 0) require_epilogue_tensors(a, "(this rank's contribution)");
   a.mode.validate(a.hidden);
   require_max_hidden(a.hidden, max_hidden);
+  require_epilogue_layout(a);
 }
 
 void validate_args(const AllreduceArgs& a, int max_tokens, int max_hidden) {
@@ -87,6 +130,9 @@ void validate_args(const AllreduceArgs& a, int max_tokens, int max_hidden) {
   }
   check_hidden(a.hidden);
   require_max_hidden(a.hidden, max_hidden);
+  const int t_bytes = element_bytes(a.dtype);
+  require_row_stride("input_stride", a.input_stride, a.hidden, t_bytes);
+  require_row_stride("out_stride", a.out_stride, a.hidden, t_bytes);
 }
 
 void validate_args(const RmsnormQuantArgs& a) {
@@ -94,6 +140,7 @@ void validate_args(const RmsnormQuantArgs& a) {
   detail::require_eps(a.eps);
   if (a.tokens > 0) require_epilogue_tensors(a, "(the reduced tensor)");
   a.mode.validate(a.hidden);
+  require_epilogue_layout(a);
 }
 
 void validate_args(const GroupQuantArgs& a) {
@@ -110,6 +157,8 @@ void validate_args(const GroupQuantArgs& a) {
     require_pointer(a.scales, "scales", "(the group scales)");
   }
   a.mode.validate(a.hidden);
+  require_row_stride("input_stride", a.input_stride, a.hidden, element_bytes(a.dtype));
+  require_row_stride("out_stride", a.out_stride, is_mxfp4(a.mode.quant) ? a.hidden / 2 : a.hidden, 1);
 }
 
 void validate_args(const TokenQuantArgs& a) {
@@ -120,6 +169,8 @@ void validate_args(const TokenQuantArgs& a) {
     require_pointer(a.scales, "scales", "(the per-token scales)");
   }
   check_hidden(a.hidden);
+  require_row_stride("input_stride", a.input_stride, a.hidden, element_bytes(a.dtype));
+  require_row_stride("out_stride", a.out_stride, a.hidden, 1);
 }
 
 namespace {

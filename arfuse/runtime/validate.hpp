@@ -18,8 +18,6 @@ void check_group_open(const Group& group, DType dtype);
 CallShape validate_call(const Rank& rank, const AllreduceRmsnormArgs& args);
 CallShape validate_call(const Rank& rank, const AllreduceArgs& args);
 
-void validate_args(const TokenQuantArgs& args);
-
 namespace detail {
 
 void require_pointer(const void* p, const char* name, const std::string& why_needed);

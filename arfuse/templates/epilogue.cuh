@@ -260,18 +260,29 @@ __device__ __forceinline__ void* row_scales(void* scales, int row, int row_strid
   return static_cast<float*>(scales) + offset;
 }
 
-// Bytes of one row of `out`.
-template <typename T, int H, int QUANT>
-inline constexpr long long kOutRowBytes = QUANT == kQuantNone    ? H*(long long)sizeof(T)
-                                          : kQuantIsMxfp4<QUANT> ? H / 2
-                                                                 : H;
+// The bytes of one unit of `out`'s row stride: T without quant; fp8 and MXFP4 outputs count bytes.
+template <typename T, int QUANT>
+inline constexpr int kOutUnitBytes = QUANT == kQuantNone ? int(sizeof(T)) : 1;
+
+// Zeros over columns [H, width) of one row of `out`, T or per-token FP8 (width: a multiple of 8;
+// the block-scaled modes take no padding).
+template <typename T, int H, int THREADS, int QUANT>
+__device__ __forceinline__ void zero_padding(void* out_row, int width) {
+  if constexpr (QUANT == kQuantNone || kQuantIsTokenFp8<QUANT>) {
+    constexpr int kUnit = kOutUnitBytes<T, QUANT>;
+    u8* padding = static_cast<u8*>(out_row) + H * kUnit;
+    const int words = (width - H) * kUnit / 8;
+    for (int i = threadIdx.x; i < words; i += THREADS) store8(padding + i * 8, Vec8{});
+  }
+}
 
 // Outputs of one row; pointers already offset to the row. `out` is T (no quant), fp8 bytes, or
-// packed E2M1 (MXFP4).
+// packed E2M1 (MXFP4), out_width columns of it (zeros after H).
 template <typename T>
 struct RowOutputs {
   T* residual_out;
   void* out;
+  int out_width;
   void* scale;             // the row's first scale: float (per-token and group FP8), byte (E8M0, MXFP4)
   int scale_group_stride;  // elements between the row's group scales
   T* mirror;               // the _mirror modes only
@@ -385,6 +396,7 @@ __device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16
     quantize_block_scaled<T, H, THREADS, VPT, QUANT, GROUP, SCALE>(y, static_cast<u8*>(row.out), row.scale,
                                                                    row.scale_group_stride);
   }
+  zero_padding<T, H, THREADS, QUANT>(row.out, row.out_width);
 }
 
 }  // namespace arfuse

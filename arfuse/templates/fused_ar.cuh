@@ -137,17 +137,17 @@ __device__ __forceinline__ void store_row(T* row, const Vec16 (&v)[VPT]) {
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, bool EPILOGUE>
 __device__ __forceinline__ void finish_row(const FusedArgs& a, int row, const Vec16 (&ar)[VPT],
                                            const Vec16 (&residual)[VPT], StagedWeight weight, ReduceScratch& scratch) {
-  const long long offset = (long long)row * H;
   if (!EPILOGUE) {
-    store_row<T, H, THREADS, VPT>(static_cast<T*>(a.out) + offset, ar);
+    store_row<T, H, THREADS, VPT>(static_cast<T*>(a.out) + (long long)row * a.strides.out, ar);
     return;
   }
   RowOutputs<T> outputs;
-  outputs.residual_out = static_cast<T*>(a.residual_out) + offset;
-  outputs.out = static_cast<u8*>(a.out) + row * kOutRowBytes<T, H, QUANT>;
+  outputs.residual_out = static_cast<T*>(a.residual_out) + (long long)row * a.strides.residual_out;
+  outputs.out = static_cast<u8*>(a.out) + (long long)row * a.strides.out * kOutUnitBytes<T, QUANT>;
+  outputs.out_width = a.strides.out_width;
   outputs.scale = row_scales<QUANT, SCALE>(a.scales, row, a.scale_row_stride);
   outputs.scale_group_stride = a.scale_group_stride;
-  outputs.mirror = static_cast<T*>(a.mirror) + (kQuantWritesMirror<QUANT> ? offset : 0);
+  outputs.mirror = static_cast<T*>(a.mirror) + (kQuantWritesMirror<QUANT> ? (long long)row * a.strides.mirror : 0);
   // The later residual_out store that rmsnorm_quant uses for fp8_group cost this kernel 2.7-7 %
   // (docs/performance-notes.md section 20).
   epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, ResidualStore::after_add>(ar, residual, weight, a.eps,
@@ -164,7 +164,7 @@ __device__ __forceinline__ void stage_own_rows(const FusedArgs& a) {
     const int begin = part * share, end = min(a.tokens, begin + share);
     for (int row = begin + blockIdx.x; row < end; row += gridDim.x) {
       Vec16 v[VPT];
-      load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.input) + (long long)row * H, v);
+      load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.input) + (long long)row * a.strides.input, v);
       store_row<T, H, THREADS, VPT>(static_cast<T*>(a.peers.staging[a.rank]) + (long long)row * H, v);
     }
   }
@@ -175,7 +175,10 @@ template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROU
 __device__ __forceinline__ void reduce_rows(const FusedArgs& a, StagedWeight weight, ReduceScratch& scratch) {
   for (int row = blockIdx.x; row < a.tokens; row += gridDim.x) {
     Vec16 residual[VPT];
-    if (EPILOGUE) load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + (long long)row * H, residual);
+    if (EPILOGUE) {
+      load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + (long long)row * a.strides.residual_in,
+                                       residual);
+    }
     Vec16 x[VPT];
     fold_row<T, H, THREADS, VPT, W, kFoldPairAdd<T, QUANT, EPILOGUE>>(a.peers, (long long)row * H, x);
     finish_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, EPILOGUE>(a, row, x, residual, weight, scratch);
@@ -234,7 +237,8 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
           for (int row = begin + blockIdx.x; row < end; row += gridDim.x) {
             Vec16 residual[VPT];
             if (EPILOGUE)
-              load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + (long long)row * H, residual);
+              load_vectors<T, H, THREADS, VPT>(
+                  static_cast<const T*>(a.residual_in) + (long long)row * a.strides.residual_in, residual);
             Vec16 x[VPT];
             load_row_l2<T, H, THREADS, VPT>(static_cast<const T*>(a.peers.gather[a.rank]) + (long long)row * H, x);
             finish_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, EPILOGUE>(a, row, x, residual, weight, scratch);

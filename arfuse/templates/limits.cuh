@@ -36,4 +36,12 @@ inline constexpr bool kQuantIsMxfp4 = Q == kQuantMxfp4 || Q == kQuantMxfp4Mirror
 template <int Q>
 inline constexpr bool kQuantWritesMirror = Q == kQuantFp8Mirror || Q == kQuantFp8GroupMirror || Q == kQuantMxfp4Mirror;
 
+// Elements between the starts of consecutive rows of each row-major tensor a kernel reads or
+// writes (a contiguous tensor's is its row's width; `out` counts in its own units: T, fp8 bytes
+// or MXFP4 bytes), and the columns of `out` each row fills: hidden values, then zeros up to
+// out_width (T and per-token FP8 outputs).
+struct RowStrides {
+  int input, residual_in, residual_out, out, mirror, out_width;
+};
+
 }  // namespace arfuse

@@ -34,51 +34,53 @@ inline constexpr ResidualStore kStandaloneResidualStore =
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, int MIN_BLOCKS>
 __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS)
     rmsnorm_quant_kernel(const T* in, const T* residual_in, T* residual_out, const T* weight, float eps, void* out,
-                         void* scales, T* mirror, int tokens, int scale_row_stride, int scale_group_stride) {
+                         void* scales, T* mirror, int tokens, int scale_row_stride, int scale_group_stride,
+                         RowStrides strides) {
   overlap_neighbouring_kernels();
   __shared__ ReduceScratch scratch;
   const int row = blockIdx.x;
   if (row >= tokens) return;
-  const long long offset = (long long)row * H;
   Vec16 input[VPT], residual[VPT];
-  load_vectors<T, H, THREADS, VPT>(in + offset, input);
-  load_vectors<T, H, THREADS, VPT>(residual_in + offset, residual);
+  load_vectors<T, H, THREADS, VPT>(in + (long long)row * strides.input, input);
+  load_vectors<T, H, THREADS, VPT>(residual_in + (long long)row * strides.residual_in, residual);
   __shared__ Vec16 staged_weight[THREADS * VPT];
   const StagedWeight w = stage_weight<T, H, THREADS, VPT>(weight, staged_weight);
   RowOutputs<T> outputs;
-  outputs.residual_out = residual_out + offset;
-  outputs.out = static_cast<u8*>(out) + row * kOutRowBytes<T, H, QUANT>;
+  outputs.residual_out = residual_out + (long long)row * strides.residual_out;
+  outputs.out = static_cast<u8*>(out) + (long long)row * strides.out * kOutUnitBytes<T, QUANT>;
+  outputs.out_width = strides.out_width;
   outputs.scale = row_scales<QUANT, SCALE>(scales, row, scale_row_stride);
   outputs.scale_group_stride = scale_group_stride;
-  outputs.mirror = kQuantWritesMirror<QUANT> ? mirror + offset : mirror;
+  outputs.mirror = kQuantWritesMirror<QUANT> ? mirror + (long long)row * strides.mirror : mirror;
   epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, kStandaloneResidualStore<QUANT>>(input, residual, w, eps,
                                                                                                outputs, scratch);
 }
 
 template <typename T, int H, int THREADS, int VPT>
-__global__ void __launch_bounds__(THREADS) token_quant_kernel(const T* in, u8* out, float* scales, int tokens) {
+__global__ void __launch_bounds__(THREADS)
+    token_quant_kernel(const T* in, u8* out, float* scales, int tokens, RowStrides strides) {
   overlap_neighbouring_kernels();
   __shared__ ReduceScratch scratch;
   const int row = blockIdx.x;
   if (row >= tokens) return;
-  const long long offset = (long long)row * H;
   Vec16 y[VPT];
-  load_vectors<T, H, THREADS, VPT>(in + offset, y);
-  quantize_row<T, H, THREADS, VPT>(y, out + offset, scales + row, scratch);
+  load_vectors<T, H, THREADS, VPT>(in + (long long)row * strides.input, y);
+  quantize_row<T, H, THREADS, VPT>(y, out + (long long)row * strides.out, scales + row, scratch);
 }
 
 // Group amaxes reduce inside warps: no shared memory, no block barrier.
 template <typename T, int H, int THREADS, int VPT, int QUANT, int GROUP, int SCALE>
 __global__ void __launch_bounds__(THREADS)
-    group_quant_kernel(const T* in, u8* out, void* scales, int tokens, int scale_row_stride, int scale_group_stride) {
+    group_quant_kernel(const T* in, u8* out, void* scales, int tokens, int scale_row_stride, int scale_group_stride,
+                       RowStrides strides) {
   static_assert(kQuantIsGroupFp8<QUANT> || kQuantIsMxfp4<QUANT>, "group_quant takes fp8_group or mxfp4");
   overlap_neighbouring_kernels();
   const int row = blockIdx.x;
   if (row >= tokens) return;
   Vec16 y[VPT];
-  load_vectors<T, H, THREADS, VPT>(in + (long long)row * H, y);
+  load_vectors<T, H, THREADS, VPT>(in + (long long)row * strides.input, y);
   quantize_block_scaled<T, H, THREADS, VPT, QUANT, GROUP, SCALE>(
-      y, out + row * kOutRowBytes<T, H, QUANT>, row_scales<QUANT, SCALE>(scales, row, scale_row_stride),
+      y, out + (long long)row * strides.out, row_scales<QUANT, SCALE>(scales, row, scale_row_stride),
       scale_group_stride);
 }
 

@@ -92,7 +92,7 @@ struct PeerBuffers {
   Signal* signal[kMaxWorld];
 };
 
-// The one kernel parameter of fused_ar_kernel; the host fills it (runtime/group.cpp).
+// The one kernel parameter of fused_ar_kernel; the host fills it (runtime/launch.cpp).
 struct FusedArgs {
   PeerBuffers peers;
   int rank;
@@ -109,6 +109,7 @@ struct FusedArgs {
   int check_call;          // 1: publish and compare call descriptors at the entry barrier (every rank alike)
   int scale_row_stride;    // scales between rows (1 per-token; groups per row, or 1 column-major)
   int scale_group_stride;  // scales between a row's groups (1 row-major; tokens column-major)
+  RowStrides strides;      // of the caller's tensors; the staging and gather buffers are contiguous
 };
 
 // The kernels read these structs as laid out by the device compiler; pin the host's view (the
@@ -125,6 +126,8 @@ static_assert(__builtin_offsetof(FusedArgs, timeout_ns) == sizeof(PeerBuffers) +
 static_assert(__builtin_offsetof(FusedArgs, input) == sizeof(PeerBuffers) + 72, "FusedArgs layout");
 static_assert(__builtin_offsetof(FusedArgs, check_call) == sizeof(PeerBuffers) + 80, "FusedArgs layout");
 static_assert(__builtin_offsetof(FusedArgs, scale_group_stride) == sizeof(PeerBuffers) + 88, "FusedArgs layout");
+static_assert(__builtin_offsetof(FusedArgs, strides) == sizeof(PeerBuffers) + 92, "FusedArgs layout");
+static_assert(sizeof(RowStrides) == 24, "RowStrides layout");
 #endif
 
 }  // namespace arfuse

@@ -110,6 +110,10 @@ class ARFUSE_API Stream {
   void wait(const Event& event) const;
   // Enqueues a device-to-device copy of `bytes` (either side may be a peer's mapped buffer).
   void copy(void* to, const void* from, std::size_t bytes) const;
+  // Enqueues a copy of `rows` rows of `row_bytes` each, from rows `from_pitch` bytes apart to rows
+  // `to_pitch` bytes apart.
+  void copy_rows(void* to, std::size_t to_pitch, const void* from, std::size_t from_pitch, std::size_t row_bytes,
+                 std::size_t rows) const;
 
  private:
   const Device* device_;

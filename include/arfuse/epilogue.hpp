@@ -2,7 +2,8 @@
 //   rmsnorm_quant: residual add + RMSNorm/Gemma + optional per-token FP8, per-token-group FP8
 //                  or MXFP4 (contract steps 2-7c);
 //   token_quant:   per-token FP8 of a tensor that already is y (step 7).
-// All pointers are device pointers, 16-byte aligned, row-major [tokens, hidden].
+// All pointers are device pointers, 16-byte aligned, row-major [tokens, hidden]: contiguous, or
+// with the row strides below.
 #pragma once
 
 #include "arfuse/context.hpp"
@@ -33,6 +34,17 @@ struct ARFUSE_API RmsnormQuantArgs {
   // kernel is launched before the kernel ahead of it on the stream ends, and waits for it in its
   // prologue, so the launch overlaps that kernel's tail.
   bool pdl = false;
+  // Elements between the starts of consecutive rows; 0 is contiguous (the row's own width).
+  // `out` counts in its own units (T, fp8 bytes, MXFP4 bytes). A stride other than the row's
+  // width is wider than the row and a multiple of 16 bytes.
+  int input_stride = 0;
+  int residual_in_stride = 0;
+  int residual_out_stride = 0;
+  int out_stride = 0;  // 0: out_width
+  int mirror_stride = 0;
+  // Columns of `out` each row fills (0: hidden): its hidden values, then zeros up to out_width,
+  // for a GEMM that wants an aligned K. Quant none, fp8 and fp8_mirror; a multiple of 8.
+  int out_width = 0;
 };
 
 struct ARFUSE_API TokenQuantArgs {
@@ -42,7 +54,9 @@ struct ARFUSE_API TokenQuantArgs {
   int tokens = 0;
   int hidden = 0;
   DType dtype = DType::bf16;
-  bool pdl = false;  // as RmsnormQuantArgs::pdl
+  bool pdl = false;      // as RmsnormQuantArgs::pdl
+  int input_stride = 0;  // as RmsnormQuantArgs' strides
+  int out_stride = 0;
 };
 
 // Per-token-group FP8 or MXFP4 of a tensor that already is y (steps 7b, 7c alone): for the
@@ -56,12 +70,15 @@ struct ARFUSE_API GroupQuantArgs {
   DType dtype = DType::bf16;
   EpilogueMode mode{Quant::fp8_group};  // fp8_group or mxfp4 (norm is not used)
   bool pdl = false;                     // as RmsnormQuantArgs::pdl
+  int input_stride = 0;                 // as RmsnormQuantArgs' strides
+  int out_stride = 0;
 };
 
 // The checks each call makes before it launches; arfuse::Error names the argument. Public so that
 // an engine can validate once at set-up (and the tests without a GPU).
 ARFUSE_API void validate_args(const RmsnormQuantArgs& args);
 ARFUSE_API void validate_args(const GroupQuantArgs& args);
+ARFUSE_API void validate_args(const TokenQuantArgs& args);
 
 // Validate (arfuse::Error naming the argument), get the kernel, launch on `stream`.
 ARFUSE_API void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& args, const Stream& stream);

@@ -88,7 +88,9 @@ struct ARFUSE_API AllreduceArgs {
   int tokens = 0;
   int hidden = 0;
   DType dtype = DType::bf16;
-  bool pdl = false;  // as RmsnormQuantArgs::pdl
+  bool pdl = false;      // as RmsnormQuantArgs::pdl
+  int input_stride = 0;  // as RmsnormQuantArgs' strides
+  int out_stride = 0;
 };
 
 // The checks every call makes before it launches; arfuse::Error names the argument. Public so

@@ -11,6 +11,7 @@
 #include "arfuse/runtime/signal_error.hpp"
 #include "arfuse/templates/signal.cuh"
 
+#include "row_layout.hpp"
 #include "support.hpp"
 
 using namespace arfuse;
@@ -60,6 +61,77 @@ TEST_CASE("fused call arguments are validated with messages that name them", "[c
   AllreduceArgs p;
   p.input = buffers[0], p.out = nullptr, p.tokens = 4, p.hidden = 4096;
   REQUIRE_THROWS_WITH(validate_args(p, 512, 8192), Contains("out is null"));
+}
+
+// Row strides: 0 or the row's width is contiguous; a wider one must keep every row 16-byte
+// aligned; out counts its own units; out_width pads T and per-token FP8 rows only.
+TEST_CASE("row strides and padded widths are validated with messages that name them", "[cpu][group]") {
+  auto a = good_args();  // bf16, fp8_mirror, hidden 6144
+  a.input_stride = 6144 + 8, a.residual_in_stride = 6144, a.residual_out_stride = 8192, a.mirror_stride = 6144 + 64;
+  a.out_stride = 6144 + 16;  // fp8 bytes
+  REQUIRE_NOTHROW(validate_args(a, 512, 8192));
+  a.input_stride = 6000;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192),
+                      Contains("input_stride is 6000") && Contains("at least the row's 6144"));
+  a.input_stride = 6144 + 4;  // 8 bytes past the row: rows no longer 16-byte aligned
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192),
+                      Contains("input_stride is 6148") && Contains("multiple of 16 bytes"));
+  a = good_args(), a.mirror_stride = -8;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("mirror_stride is -8"));
+  a = good_args(), a.out_stride = 6144 + 8;  // fp8: 8 bytes wider
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("out_stride is 6152") && Contains("16 bytes"));
+  a.mode.quant = Quant::none, a.mirror = nullptr;  // T: 16 bytes wider
+  REQUIRE_NOTHROW(validate_args(a, 512, 8192));
+  a = good_args(), a.out_width = 6400;
+  REQUIRE_NOTHROW(validate_args(a, 512, 8192));
+  a.out_stride = 6144 + 16;  // narrower than the padded row
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("out_stride is 6160") && Contains("6400"));
+  a = good_args(), a.out_width = 6148;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("out_width is 6148") && Contains("multiple of 8"));
+  a.out_width = 4096;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("out_width is 4096") && Contains("at least hidden"));
+  a.out_width = 6400, a.mode.quant = Quant::mxfp4_mirror;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("out_width is 6400 with quant mxfp4_mirror") &&
+                                                       Contains("only quant none, fp8 and fp8_mirror"));
+  a.out_width = 6144;  // no padding: every mode
+  REQUIRE_NOTHROW(validate_args(a, 512, 8192));
+  a.out_stride = 3072 + 16;  // MXFP4 bytes: hidden / 2 per row
+  REQUIRE_NOTHROW(validate_args(a, 512, 8192));
+
+  AllreduceArgs p;
+  p.input = buffers[0], p.out = buffers[1], p.tokens = 4, p.hidden = 4096, p.out_stride = 4100;
+  REQUIRE_THROWS_WITH(validate_args(p, 512, 8192), Contains("out_stride is 4100"));
+  p.out_stride = 4104, p.input_stride = 4096;
+  REQUIRE_NOTHROW(validate_args(p, 512, 8192));
+  RmsnormQuantArgs e = good_args();
+  e.residual_out_stride = 100;
+  REQUIRE_THROWS_WITH(validate_args(e), Contains("residual_out_stride is 100"));
+  GroupQuantArgs g;
+  g.input = buffers[0], g.out = buffers[1], g.scales = buffers[2], g.tokens = 2, g.hidden = 4096;
+  g.out_stride = 4096 + 8;
+  REQUIRE_THROWS_WITH(validate_args(g), Contains("out_stride is 4104") && Contains("16 bytes"));
+  TokenQuantArgs t;
+  t.input = buffers[0], t.out = buffers[1], t.scales = reinterpret_cast<float*>(buffers[2]), t.tokens = 2;
+  t.hidden = 4096, t.input_stride = 4095;
+  REQUIRE_THROWS_WITH(validate_args(t), Contains("input_stride is 4095"));
+}
+
+// The tests' strided layouts: a row round-trips through a strided buffer, and packed_rows sees a
+// byte written outside every row.
+TEST_CASE("strided test layouts round-trip and expose writes outside the rows", "[cpu][group]") {
+  std::vector<std::uint16_t> rows(3 * 16);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = std::uint16_t(i * 7 + 1);
+  const auto strided = test::spread_rows(rows, 3, 16, 24);
+  REQUIRE(strided.size() == 3 * 24);
+  CHECK(strided[16] == 0xffff);  // row 0's gap is poisoned
+  CHECK(strided[24] == rows[16]);
+  CHECK(test::packed_rows(strided, 3, 16, 24, 16, "rows") == rows);
+  auto padded = strided;
+  for (int r = 0; r < 3; ++r) padded[size_t(r) * 24 + 16] = padded[size_t(r) * 24 + 17] = 0;
+  CHECK(test::packed_rows(padded, 3, 16, 24, 18, "padded rows") == rows);
+  CHECK(test::first_gap_error(padded, 3, 16, 24, 16) == 16 * 2);   // zeros where nothing may be written
+  CHECK(test::first_gap_error(strided, 3, 16, 24, 18) == 16 * 2);  // poison where padding belongs
+  CHECK(test::first_gap_error(strided, 3, 16, 24, 16) == -1);
 }
 
 TEST_CASE("tuning tables parse, validate and drive the stage choice", "[cpu][group]") {

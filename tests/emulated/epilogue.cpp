@@ -13,6 +13,7 @@
 
 #include "emulated_kernel.hpp"
 #include "norm_probe.hpp"
+#include "row_layout.hpp"
 #include "support.hpp"
 
 using namespace arfuse;
@@ -33,6 +34,8 @@ struct Case {
   int group = 128;
   ScaleFormat scale_format = ScaleFormat::f32;
   ScaleLayout scale_layout = ScaleLayout::row_major;
+  bool strided = false;  // every tensor a view of a wider buffer, each with its own row stride
+  int out_width = 0;     // 0: hidden; more: a padded output
 };
 
 void add_special_rows(Bits16& input, int tokens, int hidden, DType dtype) {
@@ -81,8 +84,8 @@ KernelSpec spec_of(const Case& c, Module module, Quant quant) {
 // rmsnorm_quant, then token_quant or group_quant of its mirror (contract step 8), every output
 // against the reference.
 void check_epilogue(const Case& c) {
-  CAPTURE(c.target, to_string(c.dtype), to_string(c.quant), to_string(c.norm), c.tokens, c.hidden, c.group,
-          to_string(c.scale_format), to_string(c.scale_layout));
+  CAPTURE(c.target, to_string(c.dtype), to_string(c.quant), to_string(c.norm), c.tokens, c.hidden, c.strided,
+          c.out_width, c.group, to_string(c.scale_format), to_string(c.scale_layout));
   auto rng = test::fresh_rng();
   const int tokens = c.tokens, hidden = c.hidden;
   const size_t n = size_t(tokens) * hidden;
@@ -99,38 +102,64 @@ void check_epilogue(const Case& c) {
 
   const bool mx = is_mxfp4(c.quant), grouped = is_group_fp8(c.quant) || mx;
   const bool byte_scales = mx || (grouped && c.scale_format == ScaleFormat::e8m0);
-  const size_t out_bytes = c.quant == Quant::none ? n * 2 : mx ? n / 2 : n;
+  const int out_unit = c.quant == Quant::none ? 2 : 1;  // bytes per unit of out's stride
+  const int out_row_bytes = mx ? hidden / 2 : hidden * out_unit;
   const size_t scale_count = grouped ? n / size_t(mx ? 32 : c.group) : size_t(tokens);
-  auto residual_out = test::poisoned<std::uint16_t>(n), mirror = test::poisoned<std::uint16_t>(n);
-  auto out = test::poisoned<std::uint8_t>(out_bytes), scales = test::poisoned<std::uint8_t>(scale_count * 4);
+  RmsnormQuantArgs call = test::epilogue_layout(tokens, hidden, c.dtype, mode, c.strided, c.out_width);
+  const RowStrides rows = detail::row_strides(call);
+  const Bits16 in_rows = test::spread_rows(in, tokens, hidden, rows.input);
+  const Bits16 residual_rows = test::spread_rows(residual, tokens, hidden, rows.residual_in);
+  auto residual_out = test::poisoned<std::uint16_t>(size_t(tokens) * size_t(rows.residual_out));
+  auto mirror = test::poisoned<std::uint16_t>(size_t(tokens) * size_t(rows.mirror));
+  auto out = test::poisoned<std::uint8_t>(size_t(tokens) * size_t(rows.out) * size_t(out_unit));
+  auto scales = test::poisoned<std::uint8_t>(scale_count * 4);
+  call.input = in_rows.data(), call.residual_in = residual_rows.data(), call.residual_out = residual_out.data();
+  call.weight = weight.data(), call.out = out.data(), call.scales = scales.data(), call.mirror = mirror.data();
+  validate_args(call);
 
   const EmulatedKernel kernel(spec_of(c, Module::rmsnorm_quant, c.quant));
   const auto strides = detail::scale_strides(mode, tokens, hidden);
-  const void *in_p = in.data(), *residual_p = residual.data(), *weight_p = weight.data();
+  const void *in_p = in_rows.data(), *residual_p = residual_rows.data(), *weight_p = weight.data();
   void *residual_out_p = residual_out.data(), *out_p = out.data(), *scales_p = scales.data(), *mirror_p = mirror.data();
   float eps = 1e-5f;
   int tokens_arg = tokens, row_stride = strides.row, group_stride = strides.group;
-  void* params[] = {&in_p,     &residual_p, &residual_out_p, &weight_p,   &eps,         &out_p,
-                    &scales_p, &mirror_p,   &tokens_arg,     &row_stride, &group_stride};
+  RowStrides rows_arg = rows;
+  void* params[] = {&in_p,     &residual_p, &residual_out_p, &weight_p,   &eps,          &out_p,
+                    &scales_p, &mirror_p,   &tokens_arg,     &row_stride, &group_stride, &rows_arg};
   kernel.launch(unsigned(tokens), params);
 
-  test::require_epilogue_bytes({residual_out, out, scales, mirror}, expected, config, tokens);
+  const Bits16 residual_out_packed =
+      test::packed_rows(residual_out, tokens, hidden, rows.residual_out, hidden, "residual_out");
+  const auto out_packed = test::packed_rows(out, tokens, out_row_bytes, rows.out * out_unit,
+                                            mx ? out_row_bytes : rows.out_width * out_unit, "out");
+  const Bits16 mirror_packed = writes_mirror(c.quant)
+                                   ? test::packed_rows(mirror, tokens, hidden, rows.mirror, hidden, "mirror")
+                                   : Bits16(mirror.begin(), mirror.begin() + long(n));
+  test::require_epilogue_bytes({residual_out_packed, out_packed, scales, mirror_packed}, expected, config, tokens);
   if (!writes_mirror(c.quant)) return;
 
   // Step 8: quantising the mirror alone gives the same bytes and scales.
-  auto q2 = test::poisoned<std::uint8_t>(out_bytes), s2 = test::poisoned<std::uint8_t>(scale_count * 4);
+  auto q2 = test::poisoned<std::uint8_t>(size_t(tokens) * size_t(out_row_bytes)),
+       s2 = test::poisoned<std::uint8_t>(scale_count * 4);
   void *q2_p = q2.data(), *s2_p = s2.data();
   const void* mirror_in = mirror.data();
   if (grouped) {
+    GroupQuantArgs quant_call;
+    quant_call.hidden = hidden, quant_call.mode = EpilogueMode{mx ? Quant::mxfp4 : Quant::fp8_group};
+    quant_call.input_stride = rows.mirror;
+    RowStrides quant_rows = detail::row_strides(quant_call);
     const EmulatedKernel quantiser(spec_of(c, Module::group_quant, mx ? Quant::mxfp4 : Quant::fp8_group));
-    void* qparams[] = {&mirror_in, &q2_p, &s2_p, &tokens_arg, &row_stride, &group_stride};
+    void* qparams[] = {&mirror_in, &q2_p, &s2_p, &tokens_arg, &row_stride, &group_stride, &quant_rows};
     quantiser.launch(unsigned(tokens), qparams);
   } else {
+    TokenQuantArgs quant_call;
+    quant_call.hidden = hidden, quant_call.input_stride = rows.mirror;
+    RowStrides quant_rows = detail::row_strides(quant_call);
     const EmulatedKernel quantiser(spec_of(c, Module::token_quant, Quant::fp8));
-    void* qparams[] = {&mirror_in, &q2_p, &s2_p, &tokens_arg};
+    void* qparams[] = {&mirror_in, &q2_p, &s2_p, &tokens_arg, &quant_rows};
     quantiser.launch(unsigned(tokens), qparams);
   }
-  test::require_bits_equal(q2, out, "quantised mirror vs the epilogue's bytes", mx ? hidden / 2 : hidden);
+  test::require_bits_equal(q2, out_packed, "quantised mirror vs the epilogue's bytes", mx ? hidden / 2 : hidden);
   const size_t scale_bytes = scale_count * (byte_scales ? 1 : 4);
   test::require_bits_equal(std::vector<std::uint8_t>(s2.begin(), s2.begin() + long(scale_bytes)),
                            std::vector<std::uint8_t>(scales.begin(), scales.begin() + long(scale_bytes)),
@@ -173,6 +202,12 @@ TEST_CASE("emulated AMD epilogue kernels equal the reference", "[cpu][emulated]"
       {"gfx90a", 11, 2880, DType::bf16, Quant::mxfp4, Norm::rms},
       {"gfx950", 11, 6144, DType::bf16, Quant::fp8_mirror, Norm::rms},
       {"gfx950", 13, 2880, DType::f16, Quant::mxfp4_mirror, Norm::rms},
+      // every tensor strided (each its own stride), padded outputs
+      {"gfx1250", 11, 2880, DType::bf16, Quant::none, Norm::rms, 128, F::f32, L::row_major, true, 3072},
+      {"gfx942", 13, 6144, DType::f16, Quant::fp8_mirror, Norm::gemma, 128, F::f32, L::row_major, true, 6400},
+      {"gfx1250", 11, 7168, DType::bf16, Quant::fp8_group_mirror, Norm::rms, 64, F::ue8m0_f32, L::column_major, true},
+      {"gfx942", 11, 2880, DType::bf16, Quant::mxfp4_mirror, Norm::rms, 128, F::f32, L::row_major, true},
+      {"gfx1100", 11, 4096, DType::bf16, Quant::fp8, Norm::rms, 128, F::f32, L::row_major, false, 4352},
   };
   for (const auto& c : cases) check_epilogue(c);
 }

@@ -14,6 +14,7 @@
 #include "arfuse/templates/signal.cuh"
 
 #include "emulated_kernel.hpp"
+#include "row_layout.hpp"
 #include "support.hpp"
 
 using namespace arfuse;
@@ -33,7 +34,15 @@ struct FusedCase {
   int group = 128;
   ScaleFormat scale_format = ScaleFormat::f32;
   ScaleLayout scale_layout = ScaleLayout::row_major;
+  bool strided = false;  // every caller tensor a view with its own row stride
+  int out_width = 0;     // 0: hidden; more: a padded output
 };
+
+RowStrides rows_of(const FusedCase& c) {
+  if (!c.epilogue) return detail::row_strides(test::allreduce_layout(c.tokens, c.hidden, c.dtype, c.strided));
+  const EpilogueMode mode{c.quant, c.norm, c.group, c.scale_format, c.scale_layout};
+  return detail::row_strides(test::epilogue_layout(c.tokens, c.hidden, c.dtype, mode, c.strided, c.out_width));
+}
 
 struct RankBuffers {
   Bits16 input, staging, gather;
@@ -98,12 +107,13 @@ struct OutputSizes {
   size_t out_bytes, scale_count;
 };
 
+// Bytes per unit of out's row stride.
+int out_unit(const FusedCase& c) { return !c.epilogue || c.quant == Quant::none ? 2 : 1; }
+
 OutputSizes output_sizes(const FusedCase& c) {
   const size_t n = size_t(c.tokens) * size_t(c.hidden);
   const bool mx = is_mxfp4(c.quant), grouped = is_group_fp8(c.quant) || mx;
-  return {!c.epilogue || c.quant == Quant::none ? n * 2
-          : mx                                  ? n / 2
-                                                : n,
+  return {size_t(c.tokens) * size_t(rows_of(c).out) * size_t(out_unit(c)),
           grouped ? n / size_t(mx ? 32 : c.group) : size_t(c.tokens)};
 }
 
@@ -112,9 +122,11 @@ std::vector<FusedArgs> prepare_ranks(const FusedCase& c, std::vector<RankBuffers
                                      const Bits16& weight) {
   const size_t n = size_t(c.tokens) * size_t(c.hidden);
   const OutputSizes sizes = output_sizes(c);
+  const RowStrides rows = rows_of(c);
   for (auto& b : ranks) {
     b.staging = test::poisoned<std::uint16_t>(n), b.gather = test::poisoned<std::uint16_t>(n);
-    b.residual_out = test::poisoned<std::uint16_t>(n), b.mirror = test::poisoned<std::uint16_t>(n);
+    b.residual_out = test::poisoned<std::uint16_t>(size_t(c.tokens) * size_t(rows.residual_out));
+    b.mirror = test::poisoned<std::uint16_t>(size_t(c.tokens) * size_t(rows.mirror));
     b.out = test::poisoned<std::uint8_t>(sizes.out_bytes),
     b.scales = test::poisoned<std::uint8_t>(sizes.scale_count * 4);
   }
@@ -134,6 +146,7 @@ std::vector<FusedArgs> prepare_ranks(const FusedCase& c, std::vector<RankBuffers
     a.weight = weight.data(), a.eps = 1e-5f, a.out = b.out.data(), a.scales = b.scales.data();
     a.mirror = b.mirror.data(), a.timeout_ns = 600'000'000'000ull, a.input = b.input.data(), a.check_call = 1;
     a.scale_row_stride = strides.row, a.scale_group_stride = strides.group;
+    a.strides = rows;
   }
   return args;
 }
@@ -143,38 +156,51 @@ void run_call(const FusedCase& c, const EmulatedKernel& kernel, std::vector<Rank
   auto rng = test::fresh_rng();
   const int tokens = c.tokens, hidden = c.hidden, world = c.world;
   const size_t n = size_t(tokens) * hidden;
+  const RowStrides rows = rows_of(c);
   std::vector<Bits16> inputs;
   for (auto& r : ranks) inputs.push_back(r.input = test::random_tensor(rng, n, c.dtype));
   Bits16 residual = test::random_tensor(rng, n, c.dtype);
   if (world >= 3) plant_order_probe(inputs, ranks, residual, c.dtype);
+  for (auto& r : ranks) r.input = test::spread_rows(r.input, tokens, hidden, rows.input);
   const Bits16 weight = test::random_tensor(rng, size_t(hidden), c.dtype, 0.5f);
   const Bits16 sum = reference::fold(inputs, c.dtype);
   const EpilogueMode mode{c.quant, c.norm, c.group, c.scale_format, c.scale_layout};
   reference::EpilogueConfig config{hidden, c.dtype, mode, 1e-5f, Target::parse(c.target)};
-  std::vector<FusedArgs> args = prepare_ranks(c, ranks, residual, weight);
+  const Bits16 residual_rows = c.epilogue ? test::spread_rows(residual, tokens, hidden, rows.residual_in) : residual;
+  std::vector<FusedArgs> args = prepare_ranks(c, ranks, residual_rows, weight);
   launch_ranks(kernel, args, grid, world);
   for (int r = 0; r < world; ++r) REQUIRE(ranks[size_t(r)].signal->error == 0u);
 
   if (!c.epilogue) {
     for (int r = 0; r < world; ++r) {
       INFO("rank " << r);
-      std::vector<std::uint16_t> got(n);
-      std::memcpy(got.data(), ranks[size_t(r)].out.data(), n * 2);
+      std::vector<std::uint16_t> strided(size_t(tokens) * size_t(rows.out));
+      std::memcpy(strided.data(), ranks[size_t(r)].out.data(), strided.size() * 2);
+      const Bits16 got = test::packed_rows(strided, tokens, hidden, rows.out, hidden, "out");
       test::require_bits_equal(got, sum, "all-reduce sum", hidden);
     }
     return;
   }
   const auto expected = reference::epilogue(config, tokens, sum, residual, weight);
+  const int unit = out_unit(c);
+  const int out_row_bytes = is_mxfp4(c.quant) ? hidden / 2 : hidden * unit;
   for (int r = 0; r < world; ++r) {
     INFO("rank " << r);
     const RankBuffers& b = ranks[size_t(r)];
-    test::require_epilogue_bytes({b.residual_out, b.out, b.scales, b.mirror}, expected, config, tokens);
+    const auto out = test::packed_rows(b.out, tokens, out_row_bytes, rows.out * unit,
+                                       is_mxfp4(c.quant) ? out_row_bytes : rows.out_width * unit, "out");
+    const Bits16 residual_out =
+        test::packed_rows(b.residual_out, tokens, hidden, rows.residual_out, hidden, "residual_out");
+    const Bits16 mirror = writes_mirror(c.quant)
+                              ? test::packed_rows(b.mirror, tokens, hidden, rows.mirror, hidden, "mirror")
+                              : Bits16(b.mirror.begin(), b.mirror.begin() + long(n));
+    test::require_epilogue_bytes({residual_out, out, b.scales, mirror}, expected, config, tokens);
   }
 }
 
 void check_fused(const FusedCase& c, unsigned grid, int calls) {
   CAPTURE(c.target, c.world, c.stage, c.tokens, c.hidden, to_string(c.dtype), to_string(c.quant), to_string(c.norm),
-          c.epilogue, c.group, to_string(c.scale_format), to_string(c.scale_layout), grid);
+          c.epilogue, c.strided, c.out_width, c.group, to_string(c.scale_format), to_string(c.scale_layout), grid);
   const EmulatedKernel kernel(spec_of(c));
   std::vector<RankBuffers> ranks(static_cast<size_t>(c.world));
   for (int call = 0; call < calls; ++call) {
@@ -200,6 +226,18 @@ TEST_CASE("emulated AMD fused all-reduce kernels equal the reference on every ra
   check_fused({"gfx942", 2, 2, 9, 2880, DType::bf16, Quant::fp8, Norm::rms}, 3, 1);
   check_fused({"gfx942", 8, 1, 7, 4096, DType::f16, Quant::fp8_group, Norm::rms, true, 128, F::ue8m0_f32}, 2, 1);
   check_fused({"gfx90a", 4, 2, 7, 5120, DType::f16, Quant::none, Norm::rms, false}, 2, 2);
+  // Strided caller tensors (the staging copy reads the strided input) and padded outputs.
+  const FusedCase strided_none{"gfx1250", 4,    2,   7,      2880,         DType::bf16, Quant::none,
+                               Norm::rms, true, 128, F::f32, L::row_major, true,        3072};
+  check_fused(strided_none, 2, 2);
+  check_fused({"gfx942", 2, 1, 9, 6144, DType::f16, Quant::fp8_mirror, Norm::gemma, true, 128, F::f32, L::row_major,
+               true, 6400},
+              3, 1);
+  check_fused(
+      {"gfx1100", 4, 1, 7, 4096, DType::bf16, Quant::mxfp4_mirror, Norm::rms, true, 128, F::f32, L::row_major, true}, 2,
+      1);
+  check_fused({"gfx942", 2, 2, 7, 2048, DType::bf16, Quant::none, Norm::rms, false, 128, F::f32, L::row_major, true}, 2,
+              1);
 }
 
 // The protocol between ranks, with the same signal blocks: a failure ends the call on every rank

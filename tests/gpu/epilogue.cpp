@@ -17,6 +17,7 @@
 #include "device_outputs.hpp"
 #include "helper_kernels.hpp"
 #include "norm_probe.hpp"
+#include "row_layout.hpp"
 #include "support.hpp"
 
 using namespace arfuse;
@@ -190,6 +191,59 @@ void check_block_scaled(Context& ctx, const BlockScaledCase& c) {
   }
 }
 
+// rmsnorm_quant on views of wider buffers (each tensor its own row stride) with a padded output
+// where the mode takes one, then token_quant or group_quant of the strided mirror into a strided
+// output: the reference's bytes, the gaps untouched, the padding zero.
+void check_strided(Context& ctx, const EpilogueMode& mode, int tokens, int hidden, DType dtype, int out_width) {
+  Stream stream(ctx.device());
+  auto rng = test::fresh_rng();
+  CAPTURE(mode.text(), tokens, hidden, to_string(dtype), out_width);
+  const size_t n = size_t(tokens) * hidden;
+  Bits16 ar = test::random_tensor(rng, n, dtype), residual = test::random_tensor(rng, n, dtype);
+  Bits16 weight = test::random_tensor(rng, size_t(hidden), dtype, 0.5f);
+  add_special_rows(ar, tokens, hidden, dtype);
+  reference::EpilogueConfig config{hidden, dtype, mode, 1e-5f, ctx.device().target()};
+  const auto expected = reference::epilogue(config, tokens, ar, residual, weight);
+
+  RmsnormQuantArgs args = test::epilogue_layout(tokens, hidden, dtype, mode, true, out_width);
+  const RowStrides rows = detail::row_strides(args);
+  const size_t bytes = size_t(tokens) * size_t(std::max(out_width, hidden) + 64) * 2;
+  const Device& d = ctx.device();
+  DeviceBuffer d_in(d, bytes), d_res(d, bytes), d_res_out(d, bytes), d_weight(d, size_t(hidden) * 2), d_out(d, bytes),
+      d_scales(d, n * 4), d_mirror(d, bytes);
+  d_in.upload(test::spread_rows(ar, tokens, hidden, rows.input));
+  d_res.upload(test::spread_rows(residual, tokens, hidden, rows.residual_in)), d_weight.upload(weight);
+  for (auto* b : {&d_res_out, &d_out, &d_scales, &d_mirror}) b->fill(kPoison);
+  args.input = d_in.get(), args.residual_in = d_res.get(), args.residual_out = d_res_out.get();
+  args.weight = d_weight.get(), args.eps = 1e-5f, args.out = d_out.get(), args.scales = d_scales.get();
+  args.mirror = d_mirror.get();
+  rmsnorm_quant(ctx, args, stream);
+  stream.synchronize();
+  test::require_device_epilogue({d_res_out, d_out, d_scales, d_mirror}, expected, config, tokens, rows, "strided");
+  if (!writes_mirror(mode.quant)) return;
+
+  const bool mx = is_mxfp4(mode.quant), grouped = mx || is_group_fp8(mode.quant);
+  const int out_row = mx ? hidden / 2 : hidden, out_stride = (out_row + 31) / 16 * 16;
+  DeviceBuffer d_q2(d, size_t(tokens) * size_t(out_stride)), d_s2(d, n * 4);
+  d_q2.fill(kPoison), d_s2.fill(kPoison);
+  if (grouped) {
+    GroupQuantArgs gq;
+    gq.input = d_mirror.get(), gq.out = d_q2.get(), gq.scales = d_s2.get(), gq.tokens = tokens, gq.hidden = hidden;
+    gq.dtype = dtype, gq.mode = mode, gq.mode.quant = mx ? Quant::mxfp4 : Quant::fp8_group;
+    gq.input_stride = rows.mirror, gq.out_stride = out_stride;
+    group_quant(ctx, gq, stream);
+  } else {
+    TokenQuantArgs tq;
+    tq.input = d_mirror.get(), tq.out = d_q2.get(), tq.scales = static_cast<float*>(d_s2.get());
+    tq.tokens = tokens, tq.hidden = hidden, tq.dtype = dtype, tq.input_stride = rows.mirror, tq.out_stride = out_stride;
+    token_quant(ctx, tq, stream);
+  }
+  stream.synchronize();
+  const auto q2 = test::packed_rows(d_q2.download<std::uint8_t>(size_t(tokens) * size_t(out_stride)), tokens, out_row,
+                                    out_stride, out_row, "quantised mirror");
+  test::require_bits_equal(q2, expected.q, "quantised strided mirror", out_row);
+}
+
 // A test kernel `name` (extern "C") over one of the templates, `header` and what it includes,
 // compiled with the options the JIT gives the target's own kernels; 256 threads a block.
 Kernel load_template_test_kernel(const Device& device, const char* header, const std::string& name,
@@ -206,6 +260,21 @@ Kernel load_template_test_kernel(const Device& device, const char* header, const
 }
 
 }  // namespace
+
+TEST_CASE("standalone kernels on strided views and padded outputs match the reference bit for bit",
+          "[gpu][epilogue][strided]") {
+  using F = ScaleFormat;
+  using L = ScaleLayout;
+  Context& ctx = gpu_context();
+  check_strided(ctx, EpilogueMode{Quant::none, Norm::rms}, 129, 2880, DType::bf16, 3072);
+  check_strided(ctx, EpilogueMode{Quant::fp8_mirror, Norm::gemma}, 1000, 5120, DType::f16, 5376);
+  check_strided(ctx, EpilogueMode{Quant::fp8, Norm::rms}, 7, 7168, DType::bf16, 0);
+  check_strided(ctx, EpilogueMode{Quant::fp8_group_mirror, Norm::rms, 128, F::e8m0, L::column_major}, 129, 7168,
+                DType::bf16, 0);
+  check_strided(ctx, EpilogueMode{Quant::fp8_group_mirror, Norm::gemma, 64, F::f32, L::row_major}, 7, 2880, DType::f16,
+                0);
+  check_strided(ctx, EpilogueMode{Quant::mxfp4_mirror, Norm::rms}, 1000, 2880, DType::bf16, 0);
+}
 
 TEST_CASE("rmsnorm_quant block-scaled modes match the reference bit for bit", "[gpu][epilogue][quant]") {
   const DType dtype = GENERATE(DType::bf16, DType::f16);

@@ -14,6 +14,7 @@
 
 #include "device_outputs.hpp"
 #include "helper_kernels.hpp"
+#include "row_layout.hpp"
 #include "support.hpp"
 
 using namespace arfuse;
@@ -35,7 +36,15 @@ struct Case {
   ScaleFormat scale_format = ScaleFormat::f32;
   ScaleLayout scale_layout = ScaleLayout::row_major;
   bool special_rows = false;  // a zero row, a NaN, an Inf, huge values
+  bool strided = false;       // every tensor a view with its own row stride (tests/support/row_layout.hpp)
+  int out_width = 0;          // 0: hidden; more: a padded output
 };
+
+RmsnormQuantArgs layout_of(const Case& c) {
+  return test::epilogue_layout(c.tokens, c.hidden, c.dtype,
+                               EpilogueMode{c.quant, c.norm, c.group, c.scale_format, c.scale_layout}, c.strided,
+                               c.out_width);
+}
 
 struct RankBuffers {
   DeviceBuffer input, residual, residual_out, weight, out, scales, mirror;
@@ -86,6 +95,10 @@ AllreduceRmsnormArgs VirtualGroup::args(int r, const Case& c) {
   AllreduceRmsnormArgs a = args(r, c.tokens, c.hidden, c.dtype, c.quant, c.norm);
   a.scales = ranks[size_t(r)].scales.get();
   a.mode.group_size = c.group, a.mode.scale_format = c.scale_format, a.mode.scale_layout = c.scale_layout;
+  const RmsnormQuantArgs layout = layout_of(c);
+  a.input_stride = layout.input_stride, a.residual_in_stride = layout.residual_in_stride;
+  a.residual_out_stride = layout.residual_out_stride, a.out_stride = layout.out_stride;
+  a.mirror_stride = layout.mirror_stride, a.out_width = layout.out_width;
   return a;
 }
 
@@ -125,9 +138,10 @@ reference::EpilogueOutputs prepare(VirtualGroup& g, const Case& c, std::mt19937&
   if (c.special_rows) add_special_rows(inputs, c);
   const Bits16 residual = test::random_tensor(rng, n, c.dtype),
                weight = test::random_tensor(rng, size_t(c.hidden), c.dtype, 0.5f);
+  const RowStrides rows = detail::row_strides(layout_of(c));
   for (int r = 0; r < g.world(); ++r) {
-    g.ranks[size_t(r)].input.upload(inputs[size_t(r)]);
-    g.ranks[size_t(r)].residual.upload(residual);
+    g.ranks[size_t(r)].input.upload(test::spread_rows(inputs[size_t(r)], c.tokens, c.hidden, rows.input));
+    g.ranks[size_t(r)].residual.upload(test::spread_rows(residual, c.tokens, c.hidden, rows.residual_in));
     g.ranks[size_t(r)].weight.upload(weight);
   }
   return reference::epilogue(config_of(g, c), c.tokens, reference::fold(inputs, c.dtype), residual, weight);
@@ -137,7 +151,7 @@ void require_outputs(VirtualGroup& g, const Case& c, const reference::EpilogueOu
   for (int r = 0; r < g.world(); ++r) {
     const auto& b = g.ranks[size_t(r)];
     test::require_device_epilogue({b.residual_out, b.out, b.scales, b.mirror}, e, config_of(g, c), c.tokens,
-                                  label + " rank " + std::to_string(r));
+                                  detail::row_strides(layout_of(c)), label + " rank " + std::to_string(r));
   }
 }
 
@@ -149,7 +163,7 @@ void run_eager(VirtualGroup& g, const Case& c) {
 void check_case(int world, const Case& c, bool with_graph) {
   VirtualGroup& g = group_of(world);
   auto rng = test::fresh_rng();
-  CAPTURE(world, c.tokens, c.hidden, to_string(c.dtype), to_string(c.quant), to_string(c.norm));
+  CAPTURE(world, c.tokens, c.hidden, to_string(c.dtype), to_string(c.quant), to_string(c.norm), c.strided, c.out_width);
   const auto expected = prepare(g, c, rng);
   for (int stage : {1, 2}) {
     g.group->force_stage(stage);
@@ -184,6 +198,24 @@ TEST_CASE("fused all-reduce: every mode, every world size, bit-exact on every ra
   const auto shape =
       GENERATE(std::pair<int, int>{12, 6144}, std::pair<int, int>{513, 6144}, std::pair<int, int>{7, 2880});
   check_case(world, Case{shape.first, shape.second, dtype, quant, norm}, false);
+}
+
+// Views of wider buffers (each tensor its own row stride; the staging copy reads the strided
+// input) and padded outputs: the same bytes as the contiguous call, the gaps untouched, the
+// padding zero.
+TEST_CASE("fused all-reduce: strided views and padded outputs, every world size, both stages, eager and graph",
+          "[gpu][fused][strided]") {
+  const int world = GENERATE(2, 4, 8);
+  using F = ScaleFormat;
+  using L = ScaleLayout;
+  const Case cases[] = {
+      {12, 6144, DType::bf16, Quant::none, Norm::rms, 128, F::f32, L::row_major, true, true, 6400},
+      {513, 2880, DType::f16, Quant::fp8_mirror, Norm::gemma, 128, F::f32, L::row_major, false, true, 3072},
+      {7, 7168, DType::bf16, Quant::fp8_group_mirror, Norm::rms, 64, F::ue8m0_f32, L::column_major, false, true},
+      {129, 5120, DType::bf16, Quant::mxfp4_mirror, Norm::rms, 128, F::f32, L::row_major, false, true},
+      {300, 4096, DType::bf16, Quant::fp8, Norm::rms, 128, F::f32, L::row_major, false, false, 4352},
+  };
+  for (const Case& c : cases) check_case(world, c, true);
 }
 
 TEST_CASE("fused all-reduce: every shape, eager and graph", "[gpu][fused]") {
@@ -300,25 +332,30 @@ TEST_CASE("plain all-reduce matches the rank-order fold", "[gpu][fused][sanitize
   const int stage = GENERATE(1, 2);
   VirtualGroup& g = group_of(world);
   auto rng = test::fresh_rng();
+  const bool strided = GENERATE(false, true);
   const int tokens = 513, hidden = 6144;
   const size_t n = size_t(tokens) * hidden;
+  const AllreduceArgs layout = test::allreduce_layout(tokens, hidden, DType::bf16, strided);
+  const RowStrides rows = detail::row_strides(layout);
   std::vector<Bits16> inputs;
   for (int r = 0; r < world; ++r) inputs.push_back(test::random_tensor(rng, n, DType::bf16));
-  for (int r = 0; r < world; ++r) g.ranks[size_t(r)].input.upload(inputs[size_t(r)]);
+  for (int r = 0; r < world; ++r)
+    g.ranks[size_t(r)].input.upload(test::spread_rows(inputs[size_t(r)], tokens, hidden, rows.input));
   g.poison();
   g.group->force_stage(stage);
   for (int r = 0; r < world; ++r) {
-    AllreduceArgs a;
-    a.input = g.ranks[size_t(r)].input.get(), a.out = g.ranks[size_t(r)].out.get(), a.tokens = tokens,
-    a.hidden = hidden;
+    AllreduceArgs a = layout;
+    a.input = g.ranks[size_t(r)].input.get(), a.out = g.ranks[size_t(r)].out.get();
     g.group->rank(r).allreduce(a, *g.ranks[size_t(r)].stream);
   }
   g.sync();
   g.group->force_stage(std::nullopt);
   const Bits16 expected = reference::fold(inputs, DType::bf16);
-  for (int r = 0; r < world; ++r)
-    test::require_bits_equal(g.ranks[size_t(r)].out.download<std::uint16_t>(n), expected,
-                             "allreduce rank " + std::to_string(r), hidden);
+  for (int r = 0; r < world; ++r) {
+    const auto got = test::packed_rows(g.ranks[size_t(r)].out.download<std::uint16_t>(size_t(tokens) * rows.out),
+                                       tokens, hidden, rows.out, hidden, "allreduce out");
+    test::require_bits_equal(got, expected, "allreduce rank " + std::to_string(r), hidden);
+  }
 }
 
 TEST_CASE("10,000 consecutive calls with changing data stay exact", "[gpu][fused][long]") {

@@ -20,6 +20,7 @@
 
 #include "device_outputs.hpp"
 #include "rank_worker.hpp"
+#include "row_layout.hpp"
 #include "support.hpp"
 
 extern char** environ;
@@ -241,36 +242,49 @@ TEST_CASE("NCCL path: a group of one rank runs NCCL's all-reduce and the epilogu
     DType dtype;
     Quant quant;
     Norm norm;
+    bool strided = false;  // every tensor a view with its own row stride: NCCL reads a gathered copy
+    int out_width = 0;
   };
   // 300 x 6144 is above the staging capacity (64 tokens): NCCL takes it into its own buffer.
   for (const Shape s :
        {Shape{12, 6144, DType::bf16, Quant::fp8_mirror, Norm::rms},
-        Shape{300, 6144, DType::f16, Quant::none, Norm::gemma}, Shape{7, 2880, DType::bf16, Quant::fp8, Norm::gemma}}) {
-    CAPTURE(s.tokens, s.hidden, to_string(s.dtype), to_string(s.quant), to_string(s.norm), to_string(transport));
+        Shape{300, 6144, DType::f16, Quant::none, Norm::gemma}, Shape{7, 2880, DType::bf16, Quant::fp8, Norm::gemma},
+        Shape{12, 6144, DType::bf16, Quant::fp8_mirror, Norm::rms, true, 6400},
+        Shape{300, 2880, DType::f16, Quant::none, Norm::gemma, true}}) {
+    CAPTURE(s.tokens, s.hidden, to_string(s.dtype), to_string(s.quant), to_string(s.norm), to_string(transport),
+            s.strided, s.out_width);
     REQUIRE(group.path_for(s.tokens, s.hidden) == Path::nccl);
     const std::size_t n = std::size_t(s.tokens) * std::size_t(s.hidden);
     const auto input = test::random_tensor(rng, n, s.dtype), residual = test::random_tensor(rng, n, s.dtype);
     const auto weight = test::random_tensor(rng, std::size_t(s.hidden), s.dtype, 0.5f);
-    const Device& d = me.device();
-    DeviceBuffer in(d, n * 2), res(d, n * 2), res_out(d, n * 2), w(d, std::size_t(s.hidden) * 2), out(d, n * 2),
-        scales(d, std::size_t(s.tokens) * 4), mirror(d, n * 2), sum(d, n * 2);
-    in.upload(input), res.upload(residual), w.upload(weight);
-    for (auto* b : {&res_out, &out, &scales, &mirror, &sum}) b->fill(0xff);
     AllreduceRmsnormArgs a;
+    static_cast<RmsnormQuantArgs&>(a) =
+        test::epilogue_layout(s.tokens, s.hidden, s.dtype, EpilogueMode{s.quant, s.norm}, s.strided, s.out_width);
+    AllreduceArgs p = test::allreduce_layout(s.tokens, s.hidden, s.dtype, s.strided);
+    const RowStrides rows = detail::row_strides(a), plain = detail::row_strides(p);
+    const Device& d = me.device();
+    const std::size_t bytes = std::size_t(s.tokens) * std::size_t(s.out_width + s.hidden + 64) * 2;
+    DeviceBuffer in(d, bytes), res(d, bytes), res_out(d, bytes), w(d, std::size_t(s.hidden) * 2), out(d, bytes),
+        scales(d, std::size_t(s.tokens) * 4), mirror(d, bytes), sum(d, bytes);
+    in.upload(test::spread_rows(input, s.tokens, s.hidden, rows.input));
+    res.upload(test::spread_rows(residual, s.tokens, s.hidden, rows.residual_in)), w.upload(weight);
+    for (auto* b : {&res_out, &out, &scales, &mirror, &sum}) b->fill(0xff);
     a.input = in.get(), a.residual_in = res.get(), a.residual_out = res_out.get(), a.weight = w.get();
     a.out = out.get(), a.scales = static_cast<float*>(scales.get()), a.mirror = mirror.get();
-    a.tokens = s.tokens, a.hidden = s.hidden, a.dtype = s.dtype, a.mode.quant = s.quant, a.mode.norm = s.norm;
     me.allreduce_rmsnorm(a, stream);
-    AllreduceArgs p;
-    p.input = in.get(), p.out = sum.get(), p.tokens = s.tokens, p.hidden = s.hidden, p.dtype = s.dtype;
+    DeviceBuffer plain_in(d, bytes);
+    plain_in.upload(test::spread_rows(input, s.tokens, s.hidden, plain.input));
+    p.input = plain_in.get(), p.out = sum.get();
     me.allreduce(p, stream);
     stream.synchronize();
     REQUIRE(me.last_path() == Path::nccl);
     // A sum over one rank is that rank's input; the epilogue on it follows the contract exactly.
     reference::EpilogueConfig config{s.hidden, s.dtype, EpilogueMode{s.quant, s.norm}, 1e-6f, d.target()};
     const auto e = reference::epilogue(config, s.tokens, input, residual, weight);
-    test::require_bits_equal(sum.download<std::uint16_t>(n), input, "NCCL all-reduce of one rank", s.hidden);
-    test::require_device_epilogue({res_out, out, scales, mirror}, e, config, s.tokens);
+    const auto sum_rows = test::packed_rows(sum.download<std::uint16_t>(std::size_t(s.tokens) * plain.out), s.tokens,
+                                            s.hidden, plain.out, s.hidden, "sum");
+    test::require_bits_equal(sum_rows, input, "NCCL all-reduce of one rank", s.hidden);
+    test::require_device_epilogue({res_out, out, scales, mirror}, e, config, s.tokens, rows);
   }
 }
 

@@ -127,6 +127,15 @@ hip::Runtime make_runtime() {
   a.hipMemcpyDtoDAsync = [](void* to, void* from, std::size_t n, void* s) -> hipError_t {
     return driver().cuMemcpyDtoDAsync(ptr(to), ptr(from), n, static_cast<cuda::CUstream>(s));
   };
+  a.hipMemcpy2DAsync = [](void* to, std::size_t to_pitch, const void* from, std::size_t from_pitch,
+                          std::size_t row_bytes, std::size_t rows, int, void* s) -> hipError_t {
+    cuda::CUDA_MEMCPY2D copy{};
+    copy.srcMemoryType = copy.dstMemoryType = cuda::kMemoryTypeDevice;
+    copy.srcDevice = ptr(from), copy.srcPitch = from_pitch;
+    copy.dstDevice = ptr(to), copy.dstPitch = to_pitch;
+    copy.WidthInBytes = row_bytes, copy.Height = rows;
+    return driver().cuMemcpy2DAsync(&copy, static_cast<cuda::CUstream>(s));
+  };
   a.hipMemsetD8 = [](void* to, unsigned char v, std::size_t n) -> hipError_t {
     return driver().cuMemsetD8(ptr(to), v, n);
   };

@@ -132,6 +132,57 @@ std::vector<T> poisoned(std::size_t n) {
   return v;
 }
 
+// `rows` rows of `width` elements (packed) laid out `stride` elements apart, the gaps poisoned: a
+// kernel that reads a gap, or writes one, shows.
+template <typename T>
+std::vector<T> spread_rows(const std::vector<T>& packed, int rows, int width, int stride) {
+  REQUIRE(stride >= width);
+  REQUIRE(packed.size() == std::size_t(rows) * std::size_t(width));
+  auto strided = poisoned<T>(std::size_t(rows) * std::size_t(stride));
+  for (int r = 0; r < rows; ++r) {
+    std::memcpy(&strided[std::size_t(r) * stride], &packed[std::size_t(r) * width], std::size_t(width) * sizeof(T));
+  }
+  return strided;
+}
+
+// The first byte (counted from the start of the tensor) past a row's `width` elements that is
+// not what belongs there: zeros in columns [width, zeros_to) (a padded output), the poison in
+// [zeros_to, stride) (nothing written); -1 when every gap is as it should be.
+template <typename T>
+long first_gap_error(const std::vector<T>& strided, int rows, int width, int stride, int zeros_to) {
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(strided.data());
+  for (int r = 0; r < rows; ++r) {
+    for (std::size_t b = std::size_t(width) * sizeof(T); b < std::size_t(stride) * sizeof(T); ++b) {
+      const std::size_t at = std::size_t(r) * std::size_t(stride) * sizeof(T) + b;
+      const std::uint8_t want = b < std::size_t(zeros_to) * sizeof(T) ? 0 : kPoisonByte;
+      if (bytes[at] != want) return long(at);
+    }
+  }
+  return -1;
+}
+
+// The rows of a strided tensor, packed, after checking its gaps (first_gap_error); `what` names
+// the tensor in a failure.
+template <typename T>
+std::vector<T> packed_rows(const std::vector<T>& strided, int rows, int width, int stride, int zeros_to,
+                           const std::string& what) {
+  REQUIRE(zeros_to >= width);
+  REQUIRE(stride >= zeros_to);
+  REQUIRE(strided.size() >= std::size_t(rows) * std::size_t(stride));
+  const long bad = first_gap_error(strided, rows, width, stride, zeros_to);
+  if (bad >= 0) {
+    const long row_bytes = long(stride) * long(sizeof(T)), column = bad % row_bytes;
+    FAIL(what << ": row " << bad / row_bytes << " byte " << column << " (past the row's " << width * sizeof(T)
+              << ") is " << int(reinterpret_cast<const std::uint8_t*>(strided.data())[bad]) << ", "
+              << (column < long(zeros_to) * long(sizeof(T)) ? "not the padding's 0" : "written outside every row"));
+  }
+  std::vector<T> packed(std::size_t(rows) * std::size_t(width));
+  for (int r = 0; r < rows; ++r) {
+    std::memcpy(&packed[std::size_t(r) * width], &strided[std::size_t(r) * stride], std::size_t(width) * sizeof(T));
+  }
+  return packed;
+}
+
 inline std::mt19937 fresh_rng() {
   static std::random_device device;
   const unsigned seed = device();

@@ -63,6 +63,9 @@ options:
                   kernel that writes the input followed by rmsnorm_quant, each launched plainly
                   and with programmatic dependent launch (NVIDIA sm_90+), interleaved: what
                   PDL saves per call
+  --row-stride N  (epilogue) the input and residual rows N elements apart (views of wider buffers,
+                  as engines pass them; N at least every shape's hidden, its rows 16-byte
+                  aligned); the bytes counted are still the rows' own
   --copy-rows     (epilogue) after each row, the bench's best copy kernel moving the same bytes
                   (half read, half written) in the same graphs, and the same kernel reading and
                   writing what the row reads and writes: the floor at that size
@@ -93,6 +96,8 @@ against the CPU reference.
 
 std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
   const int runs = int(cl.integer("runs", 7, 1, 1000)), replays = int(cl.integer("replays", 20, 1, 10000));
+  const int row_stride = cl.has("row-stride") ? int(cl.integer("row-stride", 0, 8, 1 << 24)) : 0;
+  const std::vector<Shape> shapes = parse_shapes(cl.value("shapes", kDefaultShapes));
   std::vector<Row> rows;
   std::mt19937 rng(12345);
   // The helper kernels are compiled once for the run, not once per row.
@@ -100,9 +105,11 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
   if (cl.has("copy-rows")) floor_kernels = load_floor_kernels(ctx.device());
   std::optional<Kernel> producer;
   if (cl.has("pdl")) producer = testing::load_producer(ctx.device());
-  for (const Shape& s : parse_shapes(cl.value("shapes", kDefaultShapes))) {
+  for (const Shape& s : shapes) {
     for (Quant q : parse_quants(cl.value("quant", "none,fp8"))) {
       const std::size_t n = std::size_t(s.tokens) * s.hidden;
+      const int stride = row_stride != 0 ? row_stride : s.hidden;
+      const std::size_t strided = std::size_t(s.tokens) * std::size_t(stride);
       // Read: input, residual, weight; written: residual_out, out (+ scales).
       const std::size_t read_bytes = n * 2 * 2 + std::size_t(s.hidden) * 2,
                         write_bytes = n * 2 + output_bytes(q, std::size_t(s.tokens), std::size_t(s.hidden));
@@ -118,11 +125,15 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       DeviceBuffer weight(ctx.device(), std::size_t(s.hidden) * 2);
       weight.upload(w);
       for (int i = 0; i < k; ++i) {
-        sets.push_back(Set{DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2),
+        sets.push_back(Set{DeviceBuffer(ctx.device(), strided * 2), DeviceBuffer(ctx.device(), strided * 2),
                            DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2),
                            DeviceBuffer(ctx.device(), scale_buffer_bytes(std::size_t(s.tokens), std::size_t(s.hidden))),
                            DeviceBuffer(ctx.device(), mirror ? n * 2 : 16)});
-        sets.back().in.upload(in), sets.back().res.upload(res);
+        for (int r = 0; r < s.tokens; ++r) {
+          const std::size_t row_bytes = std::size_t(s.hidden) * 2, at = std::size_t(r) * std::size_t(stride) * 2;
+          sets.back().in.upload(&in[std::size_t(r) * s.hidden], row_bytes, at);
+          sets.back().res.upload(&res[std::size_t(r) * s.hidden], row_bytes, at);
+        }
       }
       auto args_for = [&](int i) {
         RmsnormQuantArgs a;
@@ -131,11 +142,17 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
         a.weight = weight.get();
         a.out = set.out.get(), a.scales = set.scales.get(), a.tokens = s.tokens, a.hidden = s.hidden;
         a.mode = bench_mode(q), a.mirror = mirror ? set.mirror.get() : nullptr;
+        a.input_stride = a.residual_in_stride = stride;
         return a;
       };
       Stream stream(ctx.device());
       std::vector<Stream*> streams{&stream};
-      Row row{"rmsnorm_quant", 1, s, out_name(q), {}, double(call_bytes)};
+      Row row{row_stride != 0 ? fmt::format("rmsnorm_quant, row stride {}", row_stride) : "rmsnorm_quant",
+              1,
+              s,
+              out_name(q),
+              {},
+              double(call_bytes)};
       row.t = time_graphs(
           ctx.device(), streams, [&](int, int c) { rmsnorm_quant(ctx, args_for(c), stream); }, replays, runs);
       stream.synchronize();
@@ -345,7 +362,8 @@ std::vector<Row> read_peers_and_check_outputs(const CommandLine& cl) {
 // The options each timing mode reads (--tune, compile, report and compare have their own lists):
 // any other is refused, since the mode would ignore it.
 const std::map<std::string, std::set<std::string>> kModeOptions = {
-    {"epilogue", {"shapes", "quant", "runs", "replays", "json", "svg", "peers", "backend", "pdl", "copy-rows"}},
+    {"epilogue",
+     {"shapes", "quant", "runs", "replays", "json", "svg", "peers", "backend", "pdl", "copy-rows", "row-stride"}},
     {"fused",
      {"shapes", "quant", "world", "stage", "runs", "replays", "json", "svg", "peers", "backend", "call-check-cost"}},
     {"allreduce", {"shapes", "world", "runs", "replays", "json", "svg", "peers", "backend"}},
@@ -383,7 +401,15 @@ void check_timing_options(const CommandLine& cl) {
   const auto quants = parse_quants(cl.value("quant", "none,fp8"));
   cl.integer("runs", 7, 1, 1000), cl.integer("replays", 20, 1, 10000), cl.integer("world", 4, 2, 8);
   if (cl.has("stage")) cl.integer("stage", 1, 1, 2);
+  const int row_stride = cl.has("row-stride") ? int(cl.integer("row-stride", 0, 8, 1 << 24)) : 0;
+  if (row_stride != 0 && cl.has("pdl")) {
+    throw UsageError("--row-stride and --pdl do not go together: the PDL rows' producer writes contiguous rows");
+  }
   for (const Shape& s : shapes) {
+    if (row_stride != 0 && (row_stride < s.hidden || row_stride % 8 != 0)) {
+      throw UsageError(fmt::format("--row-stride {} is narrower than the rows of shape {}x{}, or not a multiple of 8",
+                                   row_stride, s.tokens, s.hidden));
+    }
     if (s.hidden > kMaxHidden) {
       throw UsageError(fmt::format("shape {}x{}: hidden is at most {}", s.tokens, s.hidden, kMaxHidden));
     }
@@ -400,7 +426,7 @@ void check_timing_options(const CommandLine& cl) {
 int bench_main(int argc, char** argv) {
   CommandLine cl(argc, argv, {"call-check-cost", "copy-rows", "pdl"},
                  {"shapes", "quant", "world", "stage", "runs", "replays", "json", "svg", "peers", "tune", "hidden",
-                  "tokens", "backend"});
+                  "tokens", "backend", "row-stride"});
   select_backend(cl.value("backend", ""));
   if (cl.positional().empty()) {
     throw UsageError("expected one mode: epilogue, fused, allreduce, compile, report FILE or compare LABEL=FILE...");

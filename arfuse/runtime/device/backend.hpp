@@ -48,6 +48,8 @@ class Backend {
   virtual void copy_to_host(void* host, const void* device, std::size_t bytes) const = 0;
   virtual void fill(void* device, std::uint8_t value, std::size_t bytes) const = 0;
   virtual void copy_async(void* to, const void* from, std::size_t bytes, NativeStream stream) const = 0;
+  virtual void copy_rows_async(void* to, std::size_t to_pitch, const void* from, std::size_t from_pitch,
+                               std::size_t row_bytes, std::size_t rows, NativeStream stream) const = 0;
 
   virtual NativeStream create_stream() const = 0;
   virtual void destroy_stream(NativeStream stream) const noexcept = 0;

@@ -109,6 +109,16 @@ class CudaBackend final : public Backend {
     check(driver().cuMemcpyDtoDAsync(address(to), address(from), bytes, stream_of(s)), "cuMemcpyDtoDAsync");
   }
 
+  void copy_rows_async(void* to, std::size_t to_pitch, const void* from, std::size_t from_pitch, std::size_t row_bytes,
+                       std::size_t rows, NativeStream s) const override {
+    cuda::CUDA_MEMCPY2D copy{};
+    copy.srcMemoryType = copy.dstMemoryType = cuda::kMemoryTypeDevice;
+    copy.srcDevice = address(from), copy.srcPitch = from_pitch;
+    copy.dstDevice = address(to), copy.dstPitch = to_pitch;
+    copy.WidthInBytes = row_bytes, copy.Height = rows;
+    check(driver().cuMemcpy2DAsync(&copy, stream_of(s)), "cuMemcpy2DAsync");
+  }
+
   NativeStream create_stream() const override {
     cuda::CUstream s = nullptr;
     check(driver().cuStreamCreate(&s, cuda::kStreamNonBlocking), "cuStreamCreate");

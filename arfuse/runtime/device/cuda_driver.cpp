@@ -31,6 +31,7 @@ Driver bind_driver(const DynamicLibrary& lib) {
   lib.bind(d.cuMemcpyHtoD, "cuMemcpyHtoD_v2");
   lib.bind(d.cuMemcpyDtoH, "cuMemcpyDtoH_v2");
   lib.bind(d.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+  lib.bind(d.cuMemcpy2DAsync, "cuMemcpy2DAsync_v2");
   lib.bind(d.cuMemsetD8, "cuMemsetD8_v2");
   lib.bind(d.cuMemsetD8Async, "cuMemsetD8Async");
   lib.bind(d.cuModuleLoadData, "cuModuleLoadData");

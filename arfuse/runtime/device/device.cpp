@@ -141,6 +141,17 @@ void Stream::copy(void* to, const void* from, std::size_t bytes) const {
   backend().copy_async(to, from, bytes, stream_);
 }
 
+void Stream::copy_rows(void* to, std::size_t to_pitch, const void* from, std::size_t from_pitch, std::size_t row_bytes,
+                       std::size_t rows) const {
+  if (to == nullptr || from == nullptr) throw Error("Stream::copy_rows: a pointer is null");
+  if (to_pitch < row_bytes || from_pitch < row_bytes) {
+    throw Error(fmt::format("Stream::copy_rows: a pitch ({} or {} bytes) is shorter than a row ({} bytes)", to_pitch,
+                            from_pitch, row_bytes));
+  }
+  if (rows == 0 || row_bytes == 0) return;
+  backend().copy_rows_async(to, to_pitch, from, from_pitch, row_bytes, rows, stream_);
+}
+
 Event::Event(const Device& device) {
   device.make_current();
   event_ = backend().create_event();

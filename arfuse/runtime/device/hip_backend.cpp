@@ -116,6 +116,12 @@ class HipBackend final : public Backend {
     check(api().hipMemcpyDtoDAsync(to, const_cast<void*>(from), bytes, s), "hipMemcpyDtoDAsync");
   }
 
+  void copy_rows_async(void* to, std::size_t to_pitch, const void* from, std::size_t from_pitch, std::size_t row_bytes,
+                       std::size_t rows, NativeStream s) const override {
+    check(api().hipMemcpy2DAsync(to, to_pitch, from, from_pitch, row_bytes, rows, hip::kMemcpyDeviceToDevice, s),
+          "hipMemcpy2DAsync");
+  }
+
   NativeStream create_stream() const override {
     hip::hipStream_t s = nullptr;
     check(api().hipStreamCreateWithFlags(&s, hip::kStreamNonBlocking), "hipStreamCreateWithFlags");

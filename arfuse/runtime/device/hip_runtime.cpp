@@ -46,6 +46,7 @@ void bind(const DynamicLibrary& lib, Api& a) {
   lib.bind(a.hipMemcpyHtoD, "hipMemcpyHtoD");
   lib.bind(a.hipMemcpyDtoH, "hipMemcpyDtoH");
   lib.bind(a.hipMemcpyDtoDAsync, "hipMemcpyDtoDAsync");
+  lib.bind(a.hipMemcpy2DAsync, "hipMemcpy2DAsync");
   lib.bind(a.hipMemsetD8, "hipMemsetD8");
   lib.bind(a.hipStreamCreateWithFlags, "hipStreamCreateWithFlags");
   lib.bind(a.hipStreamDestroy, "hipStreamDestroy");

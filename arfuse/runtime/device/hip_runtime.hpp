@@ -29,6 +29,7 @@ constexpr hipError_t kErrorNoDevice = 100;
 constexpr hipError_t kErrorInvalidDevice = 101;
 constexpr hipError_t kErrorPeerAccessAlreadyEnabled = 704;
 // hipDeviceAttribute_t
+constexpr int kMemcpyDeviceToDevice = 3;  // hipMemcpyKind
 constexpr int kAttrMultiprocessorCount = 63;
 constexpr int kAttrWarpSize = 87;
 // hipFunction_attribute
@@ -67,6 +68,9 @@ struct Api {
   hipError_t (*hipMemcpyHtoD)(void*, void*, std::size_t);
   hipError_t (*hipMemcpyDtoH)(void*, void*, std::size_t);
   hipError_t (*hipMemcpyDtoDAsync)(void*, void*, std::size_t, hipStream_t);
+  // (to, to_pitch, from, from_pitch, row_bytes, rows, hipMemcpyKind, stream)
+  hipError_t (*hipMemcpy2DAsync)(void*, std::size_t, const void*, std::size_t, std::size_t, std::size_t, int,
+                                 hipStream_t);
   hipError_t (*hipMemsetD8)(void*, unsigned char, std::size_t);
   hipError_t (*hipStreamCreateWithFlags)(hipStream_t*, unsigned);
   hipError_t (*hipStreamDestroy)(hipStream_t);
