@@ -145,6 +145,11 @@ struct Pointers {
   std::uintptr_t input, residual_in, residual_out, weight, out, scales, mirror;
 };
 
+// Row strides in elements (0: contiguous) and the padded width of `out`, as Python passes them.
+struct Layout {
+  int input_stride, residual_in_stride, residual_out_stride, out_stride, mirror_stride, out_width;
+};
+
 // The output mode as Python passes it, by name: quant and norm, and the fp8_group settings.
 EpilogueMode parse_mode(const std::string& quant, const std::string& norm, int group_size,
                         const std::string& scale_format, const std::string& scale_layout) {
@@ -152,9 +157,12 @@ EpilogueMode parse_mode(const std::string& quant, const std::string& norm, int g
                       parse_scale_layout(scale_layout)};
 }
 
-RmsnormQuantArgs epilogue_args(const Pointers& p, float eps, int tokens, int hidden, const std::string& dtype,
-                               const EpilogueMode& mode) {
+RmsnormQuantArgs epilogue_args(const Pointers& p, const Layout& l, float eps, int tokens, int hidden,
+                               const std::string& dtype, const EpilogueMode& mode) {
   RmsnormQuantArgs a;
+  a.input_stride = l.input_stride, a.residual_in_stride = l.residual_in_stride;
+  a.residual_out_stride = l.residual_out_stride, a.out_stride = l.out_stride, a.mirror_stride = l.mirror_stride;
+  a.out_width = l.out_width;
   a.input = address(p.input);
   a.residual_in = address(p.residual_in);
   a.residual_out = mutable_address(p.residual_out);
@@ -228,21 +236,24 @@ void bind_group_class(nb::module_& m) {
               std::uintptr_t weight, float eps, std::uintptr_t out, std::uintptr_t scales, std::uintptr_t mirror,
               int tokens, int hidden, const std::string& dtype, const std::string& quant, const std::string& norm,
               int group_size, const std::string& scale_format, const std::string& scale_layout, bool pdl,
-              std::uintptr_t stream) {
+              std::uintptr_t stream, int input_stride, int residual_in_stride, int residual_out_stride, int out_stride,
+              int mirror_stride, int out_width) {
              Rank& rank = g.rank(local);
              AllreduceRmsnormArgs args;
-             static_cast<RmsnormQuantArgs&>(args) =
-                 epilogue_args({input, residual_in, residual_out, weight, out, scales, mirror}, eps, tokens, hidden,
-                               dtype, parse_mode(quant, norm, group_size, scale_format, scale_layout));
+             static_cast<RmsnormQuantArgs&>(args) = epilogue_args(
+                 {input, residual_in, residual_out, weight, out, scales, mirror},
+                 {input_stride, residual_in_stride, residual_out_stride, out_stride, mirror_stride, out_width}, eps,
+                 tokens, hidden, dtype, parse_mode(quant, norm, group_size, scale_format, scale_layout));
              args.pdl = pdl;
              rank.allreduce_rmsnorm(args, Stream(rank.device(), mutable_address(stream)));
            })
       .def("allreduce",
            [](PyGroup& g, int local, std::uintptr_t input, std::uintptr_t out, int tokens, int hidden,
-              const std::string& dtype, bool pdl, std::uintptr_t stream) {
+              const std::string& dtype, bool pdl, std::uintptr_t stream, int input_stride, int out_stride) {
              Rank& rank = g.rank(local);
              AllreduceArgs args;
              args.pdl = pdl;
+             args.input_stride = input_stride, args.out_stride = out_stride;
              args.input = address(input);
              args.out = mutable_address(out);
              args.tokens = tokens;
@@ -293,11 +304,14 @@ void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatc
       [](int device, std::uintptr_t input, std::uintptr_t residual_in, std::uintptr_t residual_out,
          std::uintptr_t weight, float eps, std::uintptr_t out, std::uintptr_t scales, std::uintptr_t mirror, int tokens,
          int hidden, const std::string& dtype, const std::string& quant, const std::string& norm, int group_size,
-         const std::string& scale_format, const std::string& scale_layout, bool pdl, std::uintptr_t stream) {
+         const std::string& scale_format, const std::string& scale_layout, bool pdl, std::uintptr_t stream,
+         int input_stride, int residual_in_stride, int residual_out_stride, int out_stride, int mirror_stride,
+         int out_width) {
         Context& ctx = context_for(device);
-        RmsnormQuantArgs args =
-            epilogue_args({input, residual_in, residual_out, weight, out, scales, mirror}, eps, tokens, hidden, dtype,
-                          parse_mode(quant, norm, group_size, scale_format, scale_layout));
+        RmsnormQuantArgs args = epilogue_args(
+            {input, residual_in, residual_out, weight, out, scales, mirror},
+            {input_stride, residual_in_stride, residual_out_stride, out_stride, mirror_stride, out_width}, eps, tokens,
+            hidden, dtype, parse_mode(quant, norm, group_size, scale_format, scale_layout));
         args.pdl = pdl;
         rmsnorm_quant(ctx, args, Stream(ctx.device(), mutable_address(stream)));
       },
@@ -306,10 +320,11 @@ void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatc
       "group_quant",
       [](int device, std::uintptr_t input, std::uintptr_t out, std::uintptr_t scales, int tokens, int hidden,
          const std::string& dtype, const std::string& quant, int group_size, const std::string& scale_format,
-         const std::string& scale_layout, bool pdl, std::uintptr_t stream) {
+         const std::string& scale_layout, bool pdl, std::uintptr_t stream, int input_stride) {
         Context& ctx = context_for(device);
         GroupQuantArgs a;
         a.pdl = pdl;
+        a.input_stride = input_stride;
         a.input = address(input), a.out = mutable_address(out), a.scales = mutable_address(scales);
         a.tokens = tokens, a.hidden = hidden, a.dtype = parse_dtype(dtype);
         a.mode = parse_mode(quant, "rms", group_size, scale_format, scale_layout);

@@ -88,7 +88,7 @@ def _dtype_name(dtype, what="dtype"):
     return name
 
 
-def _check_tensor(name, tensor, dtype=None, shape=None, device=None):
+def _check_tensor(name, tensor, dtype=None, shape=None, device=None, contiguous=True):
     if not isinstance(tensor, torch.Tensor):
         raise Error(f"{name} must be a torch.Tensor, not {type(tensor).__name__}")
     if tensor.device.type != "cuda":
@@ -99,15 +99,67 @@ def _check_tensor(name, tensor, dtype=None, shape=None, device=None):
         raise Error(f"{name} is {tensor.dtype}; it must be {dtype} like input")
     if shape is not None and tuple(tensor.shape) != tuple(shape):
         raise Error(f"{name} has shape {tuple(tensor.shape)}; it must be {tuple(shape)}")
-    if not tensor.is_contiguous():
+    if contiguous and not tensor.is_contiguous():
         raise Error(f"{name} is not contiguous; pass {name}.contiguous()")
 
 
+def _row_stride(name, tensor):
+    """The elements between consecutive rows of `tensor` [..., hidden] seen as [rows, hidden]
+    without a copy: its last dimension adjacent, its leading dimensions evenly spaced (a slice of
+    a wider buffer, a [batch, seq, hidden] view). 0 where a single row makes it moot. Raises
+    Error naming the dimension that cannot merge into the row index."""
+    shape, strides = tuple(tensor.shape), tensor.stride()
+    hidden = shape[-1]
+    if hidden > 1 and strides[-1] != 1:
+        raise Error(f"{name} has strides {strides}: its last dimension must be adjacent elements (stride 1); "
+                    f"pass {name}.contiguous()")
+    row_stride, span = 0, None
+    for dim in range(len(shape) - 2, -1, -1):
+        if shape[dim] == 1:
+            continue
+        if span is None:
+            row_stride = strides[dim]
+        elif strides[dim] != span:
+            raise Error(f"{name} has shape {shape} and strides {strides}: dimension {dim} cannot merge with the "
+                        f"dimensions after it into one row index (its stride would be {span}); pass "
+                        f"{name}.contiguous()")
+        span = strides[dim] * shape[dim]
+    if span is not None and row_stride < hidden:
+        raise Error(f"{name}'s rows are {row_stride} elements apart, fewer than its {hidden} columns: rows overlap; "
+                    f"pass {name}.contiguous()")
+    return row_stride
+
+
+def _rows(tensor):
+    """Rows of a [..., hidden] tensor."""
+    rows = 1
+    for size in tensor.shape[:-1]:
+        rows *= size
+    return rows
+
+
 def _check_input(input):
-    _check_tensor("input", input)
+    _check_tensor("input", input, contiguous=False)
     _dtype_name(input.dtype, "input's dtype")
-    if input.dim() != 2:
-        raise Error(f"input has shape {tuple(input.shape)}; it must be 2-D [tokens, hidden]")
+    if input.dim() < 2:
+        raise Error(f"input has shape {tuple(input.shape)}; it must have 2 dimensions or more, [..., hidden]")
+    return _row_stride("input", input)
+
+
+def _out_width(hidden, mode, pad_to_multiple):
+    """The columns of `out`: hidden, or hidden rounded up to a multiple of pad_to_multiple."""
+    if not isinstance(pad_to_multiple, int) or isinstance(pad_to_multiple, bool) or not 0 <= pad_to_multiple < 2**31:
+        raise Error(f"pad_to_multiple is {pad_to_multiple!r}; it must be an int >= 0 (0: no padding)")
+    if pad_to_multiple <= 1:
+        return hidden
+    width = -(-hidden // pad_to_multiple) * pad_to_multiple
+    if width != hidden and mode.quant not in ("none", "fp8", "fp8_mirror"):
+        raise Error(f"pad_to_multiple={pad_to_multiple} pads out, which quant {mode.quant} does not take: only none, "
+                    f"fp8 and fp8_mirror write padded rows (the block-scaled modes' scales cover hidden only)")
+    if width % 8 != 0:
+        raise Error(f"pad_to_multiple={pad_to_multiple} makes rows of {width} elements; a padded row must be a "
+                    f"multiple of 8 elements")
+    return width
 
 
 class _Mode:
@@ -141,41 +193,48 @@ class _Mode:
 
 
 def _check_epilogue(input, residual, weight, eps, mode):
-    _check_input(input)
-    _check_tensor("residual", residual, input.dtype, input.shape, input.device)
-    _check_tensor("weight", weight, input.dtype, (input.shape[1],), input.device)
-    mode.check(input.shape[1])
+    """The row strides of input and residual, after the checks of every epilogue op."""
+    input_stride = _check_input(input)
+    _check_tensor("residual", residual, input.dtype, input.shape, input.device, contiguous=False)
+    residual_stride = _row_stride("residual", residual)
+    _check_tensor("weight", weight, input.dtype, (input.shape[-1],), input.device)
+    mode.check(input.shape[-1])
     if not isinstance(eps, float) or not eps >= 0.0 or eps == float("inf"):
         raise Error(f"eps is {eps!r}; it must be a finite float >= 0")
+    return input_stride, residual_stride
 
 
 def _check_limits(group, input):
-    tokens, hidden = input.shape
+    tokens, hidden = _rows(input), input.shape[-1]
     if tokens > group.max_tokens:
         raise Error(f"input has {tokens} tokens, more than the communicator's max_tokens {group.max_tokens}")
     if hidden > group.max_hidden:
         raise Error(f"input has hidden size {hidden}, more than the communicator's max_hidden {group.max_hidden}")
 
 
-def _epilogue_outputs(input, mode, fp8_dtype):
-    """out, scales, mirror for `mode` (outputs a mode does not write are empty, shape [0])."""
-    tokens, hidden = input.shape
+def _epilogue_outputs(input, mode, fp8_dtype, width=None):
+    """out, scales, mirror for `mode` (outputs a mode does not write are empty, shape [0]), each
+    with input's leading dimensions; out `width` columns (default hidden)."""
+    lead, hidden = tuple(input.shape[:-1]), input.shape[-1]
+    width = hidden if width is None else width
+    device = input.device
     empty_scales = input.new_empty((0,), dtype=torch.float32)
     if mode.quant == "none":
-        out, scales = torch.empty_like(input), empty_scales
+        out, scales = torch.empty(lead + (width,), dtype=input.dtype, device=device), empty_scales
     elif mode.mx:
-        out = torch.empty((tokens, hidden // 2), dtype=torch.uint8, device=input.device)
-        scales = torch.empty((tokens, hidden // 32), dtype=torch.uint8, device=input.device)
+        out = torch.empty(lead + (hidden // 2,), dtype=torch.uint8, device=device)
+        scales = torch.empty(lead + (hidden // 32,), dtype=torch.uint8, device=device)
     elif mode.grouped:
-        out = torch.empty((tokens, hidden), dtype=fp8_dtype, device=input.device)
+        out = torch.empty(lead + (hidden,), dtype=fp8_dtype, device=device)
         groups = hidden // mode.group_size
-        shape = (tokens, groups) if mode.scale_layout == "row_major" else (groups, tokens)
+        shape = lead + (groups,) if mode.scale_layout == "row_major" else (groups, _rows(input))
         scale_dtype = torch.uint8 if mode.scale_format == "e8m0" else torch.float32
-        scales = torch.empty(shape, dtype=scale_dtype, device=input.device)
+        scales = torch.empty(shape, dtype=scale_dtype, device=device)
     else:
-        out = torch.empty((tokens, hidden), dtype=fp8_dtype, device=input.device)
-        scales = torch.empty((tokens,), dtype=torch.float32, device=input.device)
-    mirror = torch.empty_like(input) if mode.quant.endswith("_mirror") else input.new_empty((0,))
+        out = torch.empty(lead + (width,), dtype=fp8_dtype, device=device)
+        scales = torch.empty(lead, dtype=torch.float32, device=device)
+    mirror = torch.empty(lead + (hidden,), dtype=input.dtype, device=device) if mode.quant.endswith("_mirror") \
+        else input.new_empty((0,))
     return out, scales, mirror
 
 
@@ -205,14 +264,19 @@ def _fake_fp8_dtype(device):
     return torch.float8_e4m3fn
 
 
-def _launch_fused(handle, input, residual, residual_out, weight, eps, mode, out, scales, mirror, pdl):
+def _layout(input_stride, residual_stride, residual_out_stride, width):
+    """The row strides and out_width the runtime takes: out and mirror are new tensors, contiguous."""
+    return (input_stride, residual_stride, residual_out_stride, 0, 0, width)
+
+
+def _launch_fused(handle, input, residual, residual_out, weight, eps, mode, out, scales, mirror, pdl, layout):
     group, local, _ = _lookup(handle)
     _check_limits(group, input)
-    tokens, hidden = input.shape
     with torch.cuda.device(input.device):
         group.allreduce_rmsnorm(local, _address(input), _address(residual), _address(residual_out),
-                                _address(weight), eps, _address(out), _address(scales), _address(mirror), tokens,
-                                hidden, _DTYPE_NAMES[input.dtype], *mode.args(), pdl, _stream_of(input.device))
+                                _address(weight), eps, _address(out), _address(scales), _address(mirror),
+                                _rows(input), input.shape[-1], _DTYPE_NAMES[input.dtype], *mode.args(), pdl,
+                                _stream_of(input.device), *layout)
 
 
 Outputs4 = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -222,53 +286,59 @@ Outputs3 = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 @torch.library.custom_op("arfuse::allreduce_rmsnorm", mutates_args=())
 def _allreduce_rmsnorm(comm: int, input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
                        quant: str, norm: str, group_size: int = 128, scale_format: str = "f32",
-                       scale_layout: str = "row_major", pdl: bool = False) -> Outputs4:
+                       scale_layout: str = "row_major", pdl: bool = False, pad_to_multiple: int = 0) -> Outputs4:
     mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
-    _check_epilogue(input, residual, weight, eps, mode)
-    out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2])
-    residual_out = torch.empty_like(residual)
-    _launch_fused(comm, input, residual, residual_out, weight, eps, mode, out, scales, mirror, pdl)
+    input_stride, residual_stride = _check_epilogue(input, residual, weight, eps, mode)
+    width = _out_width(input.shape[-1], mode, pad_to_multiple)
+    out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2], width)
+    residual_out = torch.empty(residual.shape, dtype=residual.dtype, device=residual.device)
+    _launch_fused(comm, input, residual, residual_out, weight, eps, mode, out, scales, mirror, pdl,
+                  _layout(input_stride, residual_stride, 0, width))
     return out, residual_out, scales, mirror
 
 
 @_allreduce_rmsnorm.register_fake
 def _(comm, input, residual, weight, eps, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major",
-      pdl=False):
+      pdl=False, pad_to_multiple=0):
     mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
     _check_epilogue(input, residual, weight, eps, mode)
-    out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2])
-    return out, torch.empty_like(residual), scales, mirror
+    width = _out_width(input.shape[-1], mode, pad_to_multiple)
+    out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2], width)
+    return out, torch.empty(residual.shape, dtype=residual.dtype, device=residual.device), scales, mirror
 
 
 @torch.library.custom_op("arfuse::allreduce_rmsnorm_inplace", mutates_args=("residual",))
 def _allreduce_rmsnorm_inplace(comm: int, input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                                eps: float, quant: str, norm: str, group_size: int = 128, scale_format: str = "f32",
-                               scale_layout: str = "row_major", pdl: bool = False) -> Outputs3:
+                               scale_layout: str = "row_major", pdl: bool = False,
+                               pad_to_multiple: int = 0) -> Outputs3:
     mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
-    _check_epilogue(input, residual, weight, eps, mode)
-    out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2])
-    _launch_fused(comm, input, residual, residual, weight, eps, mode, out, scales, mirror, pdl)
+    input_stride, residual_stride = _check_epilogue(input, residual, weight, eps, mode)
+    width = _out_width(input.shape[-1], mode, pad_to_multiple)
+    out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2], width)
+    _launch_fused(comm, input, residual, residual, weight, eps, mode, out, scales, mirror, pdl,
+                  _layout(input_stride, residual_stride, residual_stride, width))
     return out, scales, mirror
 
 
 @_allreduce_rmsnorm_inplace.register_fake
 def _(comm, input, residual, weight, eps, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major",
-      pdl=False):
+      pdl=False, pad_to_multiple=0):
     mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
     _check_epilogue(input, residual, weight, eps, mode)
-    return _epilogue_outputs(input, mode, _lookup(int(comm))[2])
+    width = _out_width(input.shape[-1], mode, pad_to_multiple)
+    return _epilogue_outputs(input, mode, _lookup(int(comm))[2], width)
 
 
 @torch.library.custom_op("arfuse::allreduce", mutates_args=())
 def _allreduce(comm: int, input: torch.Tensor, pdl: bool = False) -> torch.Tensor:
-    _check_input(input)
+    input_stride = _check_input(input)
     group, local, _ = _lookup(int(comm))
     _check_limits(group, input)
-    out = torch.empty_like(input)
-    tokens, hidden = input.shape
+    out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
     with torch.cuda.device(input.device):
-        group.allreduce(local, _address(input), _address(out), tokens, hidden, _DTYPE_NAMES[input.dtype], pdl,
-                        _stream_of(input.device))
+        group.allreduce(local, _address(input), _address(out), _rows(input), input.shape[-1],
+                        _DTYPE_NAMES[input.dtype], pdl, _stream_of(input.device), input_stride, 0)
     return out
 
 
@@ -276,52 +346,55 @@ def _allreduce(comm: int, input: torch.Tensor, pdl: bool = False) -> torch.Tenso
 def _(comm, input, pdl=False):
     _check_input(input)
     _lookup(int(comm))
-    return torch.empty_like(input)
+    return torch.empty(input.shape, dtype=input.dtype, device=input.device)
 
 
 @torch.library.custom_op("arfuse::rmsnorm_quant", mutates_args=())
 def _rmsnorm_quant(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, quant: str,
                    norm: str, group_size: int = 128, scale_format: str = "f32", scale_layout: str = "row_major",
-                   pdl: bool = False) -> Outputs4:
+                   pdl: bool = False, pad_to_multiple: int = 0) -> Outputs4:
     mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
-    _check_epilogue(input, residual, weight, eps, mode)
-    out, scales, mirror = _epilogue_outputs(input, mode, _fp8_dtype_of(input.device))
-    residual_out = torch.empty_like(residual)
-    tokens, hidden = input.shape
+    input_stride, residual_stride = _check_epilogue(input, residual, weight, eps, mode)
+    width = _out_width(input.shape[-1], mode, pad_to_multiple)
+    out, scales, mirror = _epilogue_outputs(input, mode, _fp8_dtype_of(input.device), width)
+    residual_out = torch.empty(residual.shape, dtype=residual.dtype, device=residual.device)
     index = input.device.index
     with torch.cuda.device(input.device):
         _arfuse.rmsnorm_quant(index, _address(input), _address(residual), _address(residual_out), _address(weight),
-                              eps, _address(out), _address(scales), _address(mirror), tokens, hidden,
-                              _DTYPE_NAMES[input.dtype], *mode.args(), pdl, _stream_of(input.device))
+                              eps, _address(out), _address(scales), _address(mirror), _rows(input), input.shape[-1],
+                              _DTYPE_NAMES[input.dtype], *mode.args(), pdl, _stream_of(input.device),
+                              *_layout(input_stride, residual_stride, 0, width))
     return out, residual_out, scales, mirror
 
 
 @_rmsnorm_quant.register_fake
-def _(input, residual, weight, eps, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major", pdl=False):
+def _(input, residual, weight, eps, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major", pdl=False,
+      pad_to_multiple=0):
     mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
     _check_epilogue(input, residual, weight, eps, mode)
-    out, scales, mirror = _epilogue_outputs(input, mode, _fake_fp8_dtype(input.device))
-    return out, torch.empty_like(residual), scales, mirror
+    width = _out_width(input.shape[-1], mode, pad_to_multiple)
+    out, scales, mirror = _epilogue_outputs(input, mode, _fake_fp8_dtype(input.device), width)
+    return out, torch.empty(residual.shape, dtype=residual.dtype, device=residual.device), scales, mirror
 
 
 def _check_group_quant(input, mode):
-    _check_input(input)
+    input_stride = _check_input(input)
     if mode.quant not in ("fp8_group", "mxfp4"):
         raise Error(f"quant is {mode.quant!r}; group_quant takes fp8_group or mxfp4")
-    mode.check(input.shape[1])
+    mode.check(input.shape[-1])
+    return input_stride
 
 
 @torch.library.custom_op("arfuse::group_quant", mutates_args=())
 def _group_quant(input: torch.Tensor, quant: str, group_size: int = 128, scale_format: str = "f32",
                  scale_layout: str = "row_major", pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     mode = _Mode(quant, "rms", group_size, scale_format, scale_layout)
-    _check_group_quant(input, mode)
+    input_stride = _check_group_quant(input, mode)
     out, scales, _ = _epilogue_outputs(input, mode, _fp8_dtype_of(input.device))
-    tokens, hidden = input.shape
     with torch.cuda.device(input.device):
-        _arfuse.group_quant(input.device.index, _address(input), _address(out), _address(scales), tokens, hidden,
-                            _DTYPE_NAMES[input.dtype], quant, group_size, scale_format, scale_layout, pdl,
-                            _stream_of(input.device))
+        _arfuse.group_quant(input.device.index, _address(input), _address(out), _address(scales), _rows(input),
+                            input.shape[-1], _DTYPE_NAMES[input.dtype], quant, group_size, scale_format, scale_layout,
+                            pdl, _stream_of(input.device), input_stride)
     return out, scales
 
 
@@ -341,11 +414,11 @@ def group_quant(input, quant="fp8_group", group_size=128, scale_format="f32", sc
 
 
 def rmsnorm_quant(input, residual, weight, eps=1e-6, quant="none", norm="rms", group_size=128, scale_format="f32",
-                  scale_layout="row_major", pdl=False):
+                  scale_layout="row_major", pdl=False, pad_to_multiple=0):
     """The epilogue alone (residual add + RMSNorm/Gemma + optional FP8 per token or per group,
     or MXFP4) on a tensor that was all-reduced elsewhere: ``(out, residual_out, scales, mirror)``."""
     return torch.ops.arfuse.rmsnorm_quant(input, residual, weight, float(eps), quant, norm, group_size, scale_format,
-                                          scale_layout, pdl)
+                                          scale_layout, pdl, pad_to_multiple)
 
 
 class _DeviceMemory:
@@ -434,21 +507,26 @@ class Communicator:
 
     # -- calls ------------------------------------------------------------------------------
     def allreduce_rmsnorm(self, input, residual, weight, eps=1e-6, quant="none", norm="rms", group_size=128,
-                          scale_format="f32", scale_layout="row_major", pdl=False):
+                          scale_format="f32", scale_layout="row_major", pdl=False, pad_to_multiple=0):
         """Sum over ranks + residual add + RMSNorm/Gemma + optional FP8 (per token or per group)
-        or MXFP4, as new tensors: ``(out, residual_out, scales, mirror)``."""
-        return torch.ops.arfuse.allreduce_rmsnorm(self.handle, input, residual, weight, float(eps), quant, norm, group_size,
-                                                  scale_format, scale_layout, pdl)
+        or MXFP4, as new tensors: ``(out, residual_out, scales, mirror)``. input and residual are
+        [..., hidden], views welcome (a row stride wider than hidden, leading dimensions that
+        merge into one row index); the outputs keep their leading dimensions. pad_to_multiple:
+        out's rows rounded up to a multiple of it, the padding zero (quant none, fp8, fp8_mirror)."""
+        return torch.ops.arfuse.allreduce_rmsnorm(self.handle, input, residual, weight, float(eps), quant, norm,
+                                                  group_size, scale_format, scale_layout, pdl, pad_to_multiple)
 
     def allreduce_rmsnorm_(self, input, residual, weight, eps=1e-6, quant="none", norm="rms", group_size=128,
-                           scale_format="f32", scale_layout="row_major", pdl=False):
-        """As allreduce_rmsnorm, with residual_out written over `residual` (as engines keep it):
-        ``(out, scales, mirror)``."""
+                           scale_format="f32", scale_layout="row_major", pdl=False, pad_to_multiple=0):
+        """As allreduce_rmsnorm, with residual_out written over `residual` (as engines keep it, a
+        view too): ``(out, scales, mirror)``."""
         return torch.ops.arfuse.allreduce_rmsnorm_inplace(self.handle, input, residual, weight, float(eps), quant,
-                                                          norm, group_size, scale_format, scale_layout, pdl)
+                                                          norm, group_size, scale_format, scale_layout, pdl,
+                                                          pad_to_multiple)
 
     def allreduce(self, input, pdl=False):
-        """The sum over ranks of `input` [tokens, hidden] (fp32 in rank order, rounded once)."""
+        """The sum over ranks of `input` [..., hidden] (fp32 in rank order, rounded once), a new
+        contiguous tensor of input's shape."""
         return torch.ops.arfuse.allreduce(self.handle, input, pdl)
 
     def input_buffer(self, tokens, hidden, dtype):

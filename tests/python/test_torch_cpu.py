@@ -115,10 +115,20 @@ def bad_calls():
         ("weight shape", lambda h, x, r, w: op(h, x, r, w[:32], 1e-6, "none", "rms"), "weight has shape (32,)"),
         ("residual dtype", lambda h, x, r, w: op(h, x, r.half(), w, 1e-6, "none", "rms"), "residual is torch.float16"),
         ("residual shape", lambda h, x, r, w: op(h, x, r[:2], w, 1e-6, "none", "rms"), "residual has shape (2, 64)"),
-        ("strided input", lambda h, x, r, w: op(h, x.t(), r, w, 1e-6, "none", "rms"), "input is not contiguous"),
+        ("transposed input", lambda h, x, r, w: op(h, x.t(), r.t(), w[:5], 1e-6, "none", "rms"),
+         "its last dimension must be adjacent elements"),
         ("non-contiguous", lambda h, x, r, w: op(h, x, r, torch.empty(128, dtype=w.dtype, device="cuda")[::2], 1e-6,
                                                  "none", "rms"), "weight is not contiguous"),
-        ("3-D input", lambda h, x, r, w: op(h, x[None], r, w, 1e-6, "none", "rms"), "must be 2-D"),
+        ("1-D input", lambda h, x, r, w: op(h, x[0], r[0], w, 1e-6, "none", "rms"), "2 dimensions or more"),
+        ("unmergeable dims", lambda h, x, r, w: op(h, x.view(5, 1, 64).expand(5, 2, 64), r.view(5, 1, 64).expand(5, 2, 64),
+                                                   w, 1e-6, "none", "rms"), "dimension 0 cannot merge"),
+        ("overlapping rows", lambda h, x, r, w: op(h, x[:1].expand(5, 64), r, w, 1e-6, "none", "rms"), "rows overlap"),
+        ("pad mxfp4", lambda h, x, r, w: op(h, x, r, w, 1e-6, "mxfp4", "rms", 128, "f32", "row_major", False, 96),
+         "pad_to_multiple=96 pads out, which quant mxfp4 does not take"),
+        ("pad width", lambda h, x, r, w: op(h, x, r, w, 1e-6, "none", "rms", 128, "f32", "row_major", False, 36),
+         "rows of 72 elements"),
+        ("pad type", lambda h, x, r, w: op(h, x, r, w, 1e-6, "none", "rms", 128, "f32", "row_major", False, -2),
+         "pad_to_multiple is -2"),
         ("fp32 input", lambda h, x, r, w: op(h, x.float(), r, w, 1e-6, "none", "rms"), "torch.bfloat16 or torch.float16"),
         ("quant", lambda h, x, r, w: op(h, x, r, w, 1e-6, "int8", "rms"), "quant mode 'int8'"),
         ("norm", lambda h, x, r, w: op(h, x, r, w, 1e-6, "none", "layer"), "norm mode 'layer'"),
@@ -136,7 +146,7 @@ def bad_calls():
          "must be row_major"),
         ("mxfp4 hidden", lambda h, x, r, w: op(h, x[:, :48].contiguous(), r[:, :48].contiguous(), w[:48], 1e-6, "mxfp4", "rms"),
          "divisible by 32"),
-        ("plain all-reduce", lambda h, x, r, w: torch.ops.arfuse.allreduce(h, x[0]), "must be 2-D"),
+        ("plain all-reduce", lambda h, x, r, w: torch.ops.arfuse.allreduce(h, x[0]), "2 dimensions or more"),
     ]
 
 
@@ -148,6 +158,29 @@ def test_bad_arguments_name_the_argument(handle, case):
         with pytest.raises(arfuse.Error, match=None) as raised:
             call(handle, x, r, w)
     assert words in str(raised.value), str(raised.value)
+
+
+def test_fake_outputs_of_views_keep_the_leading_shape(handle):
+    """N-d activations, slices of wider buffers and padded outputs: the shapes the ops return."""
+    with FakeTensorMode():
+        wide = torch.empty(2, 3, 160, dtype=torch.bfloat16, device="cuda")
+        x, r = wide[..., :128], wide[..., 16:144]  # rows 160 elements apart
+        w = torch.empty(128, dtype=torch.bfloat16, device="cuda")
+        assert aft._row_stride("input", x) == 160 and aft._row_stride("input", x.contiguous()) == 128
+        out, res, scales, mirror = torch.ops.arfuse.allreduce_rmsnorm(handle, x, r, w, 1e-6, "fp8_mirror", "rms")
+        assert out.shape == (2, 3, 128) and res.shape == (2, 3, 128) and res.is_contiguous()
+        assert scales.shape == (2, 3) and mirror.shape == (2, 3, 128)
+        out, scales, _ = torch.ops.arfuse.allreduce_rmsnorm_inplace(handle, x, r, w, 1e-6, "fp8", "rms", 128, "f32",
+                                                                    "row_major", False, 96)
+        assert out.shape == (2, 3, 192) and scales.shape == (2, 3)  # 128 rounded up to a multiple of 96
+        out, _, scales, _ = aft.rmsnorm_quant(x, r, w, quant="fp8_group", group_size=64, scale_layout="column_major")
+        assert out.shape == (2, 3, 128) and scales.shape == (2, 6)  # column-major: [groups, rows]
+        assert torch.ops.arfuse.allreduce(handle, x).shape == (2, 3, 128)
+        q, s = aft.group_quant(x, "mxfp4")
+        assert q.shape == (2, 3, 64) and s.shape == (2, 3, 4)
+        single = wide[:, :1, :128]  # one row per batch entry: rows 480 apart
+        assert aft._row_stride("input", single) == 480
+        assert aft._row_stride("input", wide[:1, :1, :128]) == 0  # one row: no stride
 
 
 def test_real_call_on_cpu_tensors_is_refused_before_any_launch():

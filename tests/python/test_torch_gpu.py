@@ -333,7 +333,87 @@ def peer_timeout(dist, aft, comm, rank, world, seed):
     assert_same_bytes(comm.allreduce(x), reference_sum(xs).cuda(), "the first call after the mismatch")
 
 
-SCENARIOS = {f.__name__: f for f in (numerics, compile_and_graph, opcheck, peer_timeout)}
+def views(dist, aft, comm, rank, world, seed):
+    """The tensors engines pass, as aiter's fused all-reduce test passes them: a strided N-d
+    input, a strided residual, a padded output; and views from narrow, as_strided and view. Each
+    call's bytes equal the contiguous call's (padding aside, which is zero); nothing outside a
+    view's rows changes."""
+    batch, seq, hidden, dtype, eps = 3, 11, 2880, torch.bfloat16, 1e-6
+    tokens, pad = batch * seq, 64
+    for quant in ("none", "fp8", "fp8_mirror", "fp8_group"):
+        comm.prepare(hidden, dtype, quant, "rms")
+    xs, residual_cpu, weight_cpu = rank_inputs(seed, world, tokens, hidden, dtype)
+    x, residual, weight = xs[rank].cuda(), residual_cpu.cuda(), weight_cpu.cuda()
+    wide_x = torch.randn(batch, seq, hidden + pad, device="cuda").to(dtype)
+    wide_x[..., :hidden] = x.view(batch, seq, hidden)
+    x_view = wide_x.narrow(-1, 0, hidden)  # [batch, seq, hidden], rows hidden + pad apart
+    wide_residual = torch.randn(tokens, hidden + 2 * pad, device="cuda").to(dtype)
+    wide_residual[:, pad:pad + hidden] = residual
+    residual_view = wide_residual[:, pad:pad + hidden]  # a slice of a wider buffer
+    assert not x_view.is_contiguous() and not residual_view.is_contiguous()
+
+    for quant in ("none", "fp8", "fp8_mirror", "fp8_group"):
+        where = f"{quant}"
+        want = comm.allreduce_rmsnorm(x, residual, weight, eps, quant, "rms")
+        got = comm.allreduce_rmsnorm(x_view, residual_view.view(batch, seq, hidden), weight, eps, quant, "rms")
+        assert got[0].shape[:2] == (batch, seq) and got[1].shape == (batch, seq, hidden), [t.shape for t in got]
+        for name, a, b in zip(("out", "residual_out", "scales", "mirror"), got, want):
+            assert_same_bytes(a.reshape(-1), b.reshape(-1), f"{name}: strided N-d views vs contiguous, {where}")
+        alone = aft.rmsnorm_quant(x_view, residual_view.view(batch, seq, hidden), weight, eps, quant, "rms")
+        alone_want = aft.rmsnorm_quant(x, residual, weight, eps, quant, "rms")
+        for name, a, b in zip(("out", "residual_out", "scales", "mirror"), alone, alone_want):
+            assert_same_bytes(a.reshape(-1), b.reshape(-1), f"rmsnorm_quant {name}: views vs contiguous, {where}")
+        if quant in ("none", "fp8"):
+            padded = comm.allreduce_rmsnorm(x_view, residual_view, weight, eps, quant, "rms", pad_to_multiple=256)
+            width = -(-hidden // 256) * 256
+            assert padded[0].shape == (batch, seq, width), padded[0].shape
+            flat = padded[0].reshape(tokens, width)
+            assert_same_bytes(flat[:, :hidden], want[0], f"padded out vs contiguous, {where}")
+            assert_same_bytes(flat[:, hidden:], torch.zeros_like(flat[:, hidden:]), f"the padding, {where}")
+            assert_same_bytes(padded[2].reshape(-1), want[2].reshape(-1), f"padded call's scales, {where}")
+
+    # In place on a strided residual: its rows updated, its gaps untouched.
+    want_out, want_scales, _ = comm.allreduce_rmsnorm_(x, residual.clone(), weight, eps, "fp8", "rms")
+    before = wide_residual.clone()
+    out, scales, _ = comm.allreduce_rmsnorm_(x_view, residual_view, weight, eps, "fp8", "rms")
+    total = reference_sum(xs).cuda()
+    res = (total.float() + residual.float()).to(dtype)
+    assert_same_bytes(residual_view, res, "in-place strided residual")
+    assert_same_bytes(wide_residual[:, :pad], before[:, :pad], "in-place: the columns before the view")
+    assert_same_bytes(wide_residual[:, pad + hidden:], before[:, pad + hidden:], "in-place: the columns after it")
+    assert_same_bytes(out.reshape(-1), want_out.reshape(-1), "in-place strided out")
+
+    # as_strided rows and the plain all-reduce of an N-d view; group_quant of a strided mirror.
+    spaced = torch.empty(tokens * (hidden + 8), dtype=dtype, device="cuda")
+    rows = spaced.as_strided((tokens, hidden), (hidden + 8, 1))
+    rows.copy_(x)
+    assert_same_bytes(comm.allreduce(rows), total, "allreduce of as_strided rows")
+    summed = comm.allreduce(x_view)
+    assert summed.shape == (batch, seq, hidden)
+    assert_same_bytes(summed.reshape(tokens, hidden), total, "allreduce of a strided N-d view")
+    mirror = comm.allreduce_rmsnorm(x, residual, weight, eps, "fp8_group_mirror", "rms")
+    wide_mirror = torch.zeros(tokens, hidden + pad, dtype=dtype, device="cuda")
+    wide_mirror[:, :hidden] = mirror[3]
+    again = aft.group_quant(wide_mirror[:, :hidden], "fp8_group")
+    assert_same_bytes(again[0], mirror[0], "group_quant of a strided mirror: out")
+    assert_same_bytes(again[1], mirror[2], "group_quant of a strided mirror: scales")
+
+    # A CUDA graph of the strided, padded call replays to the same bytes.
+    static = comm.allreduce_rmsnorm(x_view, residual_view, weight, eps, "fp8", "rms", pad_to_multiple=256)
+    torch.cuda.synchronize()
+    dist.barrier()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        replayed = comm.allreduce_rmsnorm(x_view, residual_view, weight, eps, "fp8", "rms", pad_to_multiple=256)
+    dist.barrier()
+    graph.replay()
+    torch.cuda.synchronize()
+    for name, a, b in zip(("out", "residual_out", "scales"), replayed, static):
+        assert_same_bytes(a, b, f"graph replay of the strided padded call: {name}")
+    comm.check()
+
+
+SCENARIOS = {f.__name__: f for f in (numerics, compile_and_graph, opcheck, peer_timeout, views)}
 
 
 @pytest.mark.parametrize("world", [2, 4])
