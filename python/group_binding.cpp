@@ -308,10 +308,10 @@ void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatc
          int input_stride, int residual_in_stride, int residual_out_stride, int out_stride, int mirror_stride,
          int out_width) {
         Context& ctx = context_for(device);
-        RmsnormQuantArgs args = epilogue_args(
-            {input, residual_in, residual_out, weight, out, scales, mirror},
-            {input_stride, residual_in_stride, residual_out_stride, out_stride, mirror_stride, out_width}, eps, tokens,
-            hidden, dtype, parse_mode(quant, norm, group_size, scale_format, scale_layout));
+        RmsnormQuantArgs args =
+            epilogue_args({input, residual_in, residual_out, weight, out, scales, mirror},
+                          {input_stride, residual_in_stride, residual_out_stride, out_stride, mirror_stride, out_width},
+                          eps, tokens, hidden, dtype, parse_mode(quant, norm, group_size, scale_format, scale_layout));
         args.pdl = pdl;
         rmsnorm_quant(ctx, args, Stream(ctx.device(), mutable_address(stream)));
       },

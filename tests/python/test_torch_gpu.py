@@ -338,7 +338,7 @@ def views(dist, aft, comm, rank, world, seed):
     input, a strided residual, a padded output; and views from narrow, as_strided and view. Each
     call's bytes equal the contiguous call's (padding aside, which is zero); nothing outside a
     view's rows changes."""
-    batch, seq, hidden, dtype, eps = 3, 11, 2880, torch.bfloat16, 1e-6
+    batch, seq, hidden, dtype, eps = 3, 11, 2560, torch.bfloat16, 1e-6
     tokens, pad = batch * seq, 64
     for quant in ("none", "fp8", "fp8_mirror", "fp8_group"):
         comm.prepare(hidden, dtype, quant, "rms")
@@ -350,22 +350,23 @@ def views(dist, aft, comm, rank, world, seed):
     wide_residual = torch.randn(tokens, hidden + 2 * pad, device="cuda").to(dtype)
     wide_residual[:, pad:pad + hidden] = residual
     residual_view = wide_residual[:, pad:pad + hidden]  # a slice of a wider buffer
-    assert not x_view.is_contiguous() and not residual_view.is_contiguous()
+    residual_nd = residual_view.view(batch, seq, hidden)  # the same rows, input's shape
+    assert not x_view.is_contiguous() and not residual_nd.is_contiguous()
 
     for quant in ("none", "fp8", "fp8_mirror", "fp8_group"):
         where = f"{quant}"
         want = comm.allreduce_rmsnorm(x, residual, weight, eps, quant, "rms")
-        got = comm.allreduce_rmsnorm(x_view, residual_view.view(batch, seq, hidden), weight, eps, quant, "rms")
+        got = comm.allreduce_rmsnorm(x_view, residual_nd, weight, eps, quant, "rms")
         assert got[0].shape[:2] == (batch, seq) and got[1].shape == (batch, seq, hidden), [t.shape for t in got]
         for name, a, b in zip(("out", "residual_out", "scales", "mirror"), got, want):
             assert_same_bytes(a.reshape(-1), b.reshape(-1), f"{name}: strided N-d views vs contiguous, {where}")
-        alone = aft.rmsnorm_quant(x_view, residual_view.view(batch, seq, hidden), weight, eps, quant, "rms")
+        alone = aft.rmsnorm_quant(x_view, residual_nd, weight, eps, quant, "rms")
         alone_want = aft.rmsnorm_quant(x, residual, weight, eps, quant, "rms")
         for name, a, b in zip(("out", "residual_out", "scales", "mirror"), alone, alone_want):
             assert_same_bytes(a.reshape(-1), b.reshape(-1), f"rmsnorm_quant {name}: views vs contiguous, {where}")
         if quant in ("none", "fp8"):
-            padded = comm.allreduce_rmsnorm(x_view, residual_view, weight, eps, quant, "rms", pad_to_multiple=256)
-            width = -(-hidden // 256) * 256
+            padded = comm.allreduce_rmsnorm(x_view, residual_nd, weight, eps, quant, "rms", pad_to_multiple=384)
+            width = -(-hidden // 384) * 384
             assert padded[0].shape == (batch, seq, width), padded[0].shape
             flat = padded[0].reshape(tokens, width)
             assert_same_bytes(flat[:, :hidden], want[0], f"padded out vs contiguous, {where}")
@@ -375,7 +376,7 @@ def views(dist, aft, comm, rank, world, seed):
     # In place on a strided residual: its rows updated, its gaps untouched.
     want_out, want_scales, _ = comm.allreduce_rmsnorm_(x, residual.clone(), weight, eps, "fp8", "rms")
     before = wide_residual.clone()
-    out, scales, _ = comm.allreduce_rmsnorm_(x_view, residual_view, weight, eps, "fp8", "rms")
+    out, scales, _ = comm.allreduce_rmsnorm_(x_view, residual_nd, weight, eps, "fp8", "rms")
     total = reference_sum(xs).cuda()
     res = (total.float() + residual.float()).to(dtype)
     assert_same_bytes(residual_view, res, "in-place strided residual")
@@ -399,12 +400,12 @@ def views(dist, aft, comm, rank, world, seed):
     assert_same_bytes(again[1], mirror[2], "group_quant of a strided mirror: scales")
 
     # A CUDA graph of the strided, padded call replays to the same bytes.
-    static = comm.allreduce_rmsnorm(x_view, residual_view, weight, eps, "fp8", "rms", pad_to_multiple=256)
+    static = comm.allreduce_rmsnorm(x_view, residual_nd, weight, eps, "fp8", "rms", pad_to_multiple=384)
     torch.cuda.synchronize()
     dist.barrier()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        replayed = comm.allreduce_rmsnorm(x_view, residual_view, weight, eps, "fp8", "rms", pad_to_multiple=256)
+        replayed = comm.allreduce_rmsnorm(x_view, residual_nd, weight, eps, "fp8", "rms", pad_to_multiple=384)
     dist.barrier()
     graph.replay()
     torch.cuda.synchronize()
