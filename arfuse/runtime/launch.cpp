@@ -110,22 +110,26 @@ void* nccl_sum(Rank& rank, const void* input, int input_stride, void* sum, int t
   return sum;
 }
 
+// The fused kernel's argument for an epilogue call.
+FusedArgs epilogue_fused_args(const Rank& rank, const AllreduceRmsnormArgs& a) {
+  FusedArgs f = fused_args(rank, a.tokens, a.input, detail::row_strides(a));
+  f.residual_in = a.residual_in, f.residual_out = a.residual_out, f.weight = a.weight, f.eps = a.eps;
+  f.out = a.out, f.scales = a.scales, f.mirror = a.mirror;
+  const detail::ScaleStrides scale = detail::scale_strides(a.mode, a.tokens, a.hidden);
+  f.scale_row_stride = scale.row, f.scale_group_stride = scale.group;
+  return f;
+}
+
 }  // namespace
 
 void launch_call(Rank& rank, const Plan& plan, const LaunchableKernel* kernel, const AllreduceRmsnormArgs& a,
                  const Stream& stream) {
   note_path(rank, plan, a.tokens, a.hidden);
-  const RowStrides strides = detail::row_strides(a);
   if (plan.path != Path::nccl) {
-    FusedArgs f = fused_args(rank, a.tokens, a.input, strides);
-    f.residual_in = a.residual_in, f.residual_out = a.residual_out, f.weight = a.weight, f.eps = a.eps;
-    f.out = a.out, f.scales = a.scales, f.mirror = a.mirror;
-    const detail::ScaleStrides strides = detail::scale_strides(a.mode, a.tokens, a.hidden);
-    f.scale_row_stride = strides.row, f.scale_group_stride = strides.group;
-    launch_fused(rank, plan, *kernel, f, a.pdl, stream);
+    launch_fused(rank, plan, *kernel, epilogue_fused_args(rank, a), a.pdl, stream);
     return;
   }
-  void* sum = nccl_sum(rank, a.input, strides.input, nullptr, a.tokens, a.hidden, a.dtype, stream);
+  void* sum = nccl_sum(rank, a.input, detail::row_strides(a).input, nullptr, a.tokens, a.hidden, a.dtype, stream);
   RmsnormQuantArgs epilogue = a;
   epilogue.input = sum;
   epilogue.input_stride = 0;

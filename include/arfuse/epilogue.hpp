@@ -47,31 +47,32 @@ struct ARFUSE_API RmsnormQuantArgs {
   int out_width = 0;
 };
 
+// Each tensor's row stride (as RmsnormQuantArgs' strides) follows it.
 struct ARFUSE_API TokenQuantArgs {
   const void* input = nullptr;  // T [tokens, hidden]
-  void* out = nullptr;          // fp8 bytes [tokens, hidden]
-  float* scales = nullptr;      // fp32 [tokens]
+  int input_stride = 0;
+  void* out = nullptr;  // fp8 bytes [tokens, hidden]
+  int out_stride = 0;
+  float* scales = nullptr;  // fp32 [tokens]
   int tokens = 0;
   int hidden = 0;
   DType dtype = DType::bf16;
-  bool pdl = false;      // as RmsnormQuantArgs::pdl
-  int input_stride = 0;  // as RmsnormQuantArgs' strides
-  int out_stride = 0;
+  bool pdl = false;  // as RmsnormQuantArgs::pdl
 };
 
 // Per-token-group FP8 or MXFP4 of a tensor that already is y (steps 7b, 7c alone): for the
 // fused kernels' mirror output it gives their bytes and scales.
 struct ARFUSE_API GroupQuantArgs {
   const void* input = nullptr;  // T [tokens, hidden]
+  int input_stride = 0;         // as TokenQuantArgs
   void* out = nullptr;          // fp8 bytes [tokens, hidden], or MXFP4 bytes [tokens, hidden / 2]
-  void* scales = nullptr;       // as RmsnormQuantArgs::scales for the mode
+  int out_stride = 0;
+  void* scales = nullptr;  // as RmsnormQuantArgs::scales for the mode
   int tokens = 0;
   int hidden = 0;
   DType dtype = DType::bf16;
   EpilogueMode mode{Quant::fp8_group};  // fp8_group or mxfp4 (norm is not used)
   bool pdl = false;                     // as RmsnormQuantArgs::pdl
-  int input_stride = 0;                 // as RmsnormQuantArgs' strides
-  int out_stride = 0;
 };
 
 // The checks each call makes before it launches; arfuse::Error names the argument. Public so that

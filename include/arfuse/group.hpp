@@ -82,15 +82,16 @@ ARFUSE_API const char* to_string(Path value);
 // [tokens, hidden]; no copy is made when it is input_buffer().
 struct ARFUSE_API AllreduceRmsnormArgs : RmsnormQuantArgs {};
 
+// Each tensor's row stride (as RmsnormQuantArgs' strides) follows it.
 struct ARFUSE_API AllreduceArgs {
   const void* input = nullptr;
+  int input_stride = 0;
   void* out = nullptr;  // T [tokens, hidden]
+  int out_stride = 0;
   int tokens = 0;
   int hidden = 0;
   DType dtype = DType::bf16;
-  bool pdl = false;      // as RmsnormQuantArgs::pdl
-  int input_stride = 0;  // as RmsnormQuantArgs' strides
-  int out_stride = 0;
+  bool pdl = false;  // as RmsnormQuantArgs::pdl
 };
 
 // The checks every call makes before it launches; arfuse::Error names the argument. Public so

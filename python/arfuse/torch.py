@@ -297,13 +297,20 @@ def _allreduce_rmsnorm(comm: int, input: torch.Tensor, residual: torch.Tensor, w
     return out, residual_out, scales, mirror
 
 
-@_allreduce_rmsnorm.register_fake
-def _(comm, input, residual, weight, eps, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major",
-      pdl=False, pad_to_multiple=0):
+def _fused_fake(comm, input, residual, weight, eps, quant, norm, group_size, scale_format, scale_layout,
+                pad_to_multiple):
+    """out, scales, mirror of a fused op's fake, after the real op's checks."""
     mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
     _check_epilogue(input, residual, weight, eps, mode)
     width = _out_width(input.shape[-1], mode, pad_to_multiple)
-    out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2], width)
+    return _epilogue_outputs(input, mode, _lookup(int(comm))[2], width)
+
+
+@_allreduce_rmsnorm.register_fake
+def _(comm, input, residual, weight, eps, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major",
+      pdl=False, pad_to_multiple=0):
+    out, scales, mirror = _fused_fake(comm, input, residual, weight, eps, quant, norm, group_size, scale_format,
+                                      scale_layout, pad_to_multiple)
     return out, torch.empty(residual.shape, dtype=residual.dtype, device=residual.device), scales, mirror
 
 
@@ -324,10 +331,8 @@ def _allreduce_rmsnorm_inplace(comm: int, input: torch.Tensor, residual: torch.T
 @_allreduce_rmsnorm_inplace.register_fake
 def _(comm, input, residual, weight, eps, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major",
       pdl=False, pad_to_multiple=0):
-    mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
-    _check_epilogue(input, residual, weight, eps, mode)
-    width = _out_width(input.shape[-1], mode, pad_to_multiple)
-    return _epilogue_outputs(input, mode, _lookup(int(comm))[2], width)
+    return _fused_fake(comm, input, residual, weight, eps, quant, norm, group_size, scale_format, scale_layout,
+                       pad_to_multiple)
 
 
 @torch.library.custom_op("arfuse::allreduce", mutates_args=())
