@@ -128,7 +128,7 @@ inline constexpr std::uint8_t kPoisonByte = 0xff;
 template <typename T>
 std::vector<T> poisoned(std::size_t n) {
   std::vector<T> v(n);
-  std::memset(v.data(), kPoisonByte, n * sizeof(T));
+  if (n > 0) std::memset(v.data(), kPoisonByte, n * sizeof(T));  // an empty vector's data() may be null
   return v;
 }
 
