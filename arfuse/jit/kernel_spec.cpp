@@ -96,7 +96,8 @@ std::uint64_t KernelSpec::packed() const {
   return std::uint64_t(c.module) | std::uint64_t(c.dtype) << 4 | std::uint64_t(c.mode.quant) << 8 |
          std::uint64_t(c.mode.norm) << 12 | std::uint64_t(c.world) << 16 | std::uint64_t(c.stage) << 24 |
          std::uint64_t(std::uint32_t(c.hidden) & 0xffffu) << 32 |
-         std::uint64_t(std::uint32_t(c.mode.group_size) & 0xffu) << 48 | std::uint64_t(c.mode.scale_format) << 56;
+         std::uint64_t(std::uint32_t(c.mode.group_size) & 0xffu) << 48 | std::uint64_t(c.mode.scale_format) << 56 |
+         std::uint64_t(c.views) << 62;
 }
 
 std::string KernelSpec::text() const {
@@ -106,12 +107,17 @@ std::string KernelSpec::text() const {
   if (is_group_fp8(c.mode.quant)) s += fmt::format("/g{}/{}", c.mode.group_size, to_string(c.mode.scale_format));
   if (uses_norm(c.module)) s += fmt::format("/{}", to_string(c.mode.norm));
   if (uses_world(c.module)) s += fmt::format("/w{}/s{}", c.world, c.stage);
+  if (c.views) s += "/views";
   return s + "/" + c.target.name();
 }
 
 KernelSpec KernelSpec::parse(std::string_view text) {
   auto parts = split(text, '/');
   KernelSpec s;
+  if (parts.size() >= 2 && parts[parts.size() - 2] == "views") {
+    s.views = true;
+    parts.erase(parts.end() - 2);
+  }
   s.module = parse_module(parts[0]);
   const size_t plain =
       4 + (uses_quant(s.module) ? 1 : 0) + (uses_norm(s.module) ? 1 : 0) + (uses_world(s.module) ? 2 : 0);
@@ -154,6 +160,7 @@ nlohmann::json KernelSpec::json() const {
     j["group_size"] = c.mode.group_size, j["scale_format"] = to_string(c.mode.scale_format);
   if (uses_norm(c.module)) j["norm"] = to_string(c.mode.norm);
   if (uses_world(c.module)) j["world"] = c.world, j["stage"] = c.stage;
+  if (c.views) j["views"] = true;
   return j;
 }
 
@@ -182,6 +189,11 @@ KernelSpec KernelSpec::from_json(const nlohmann::json& j) {
   }
   if (uses_norm(s.module)) s.mode.norm = parse_norm(string_field("norm"));
   if (uses_world(s.module)) s.world = int_field("world"), s.stage = int_field("stage");
+  if (j.contains("views")) {
+    if (!j["views"].is_boolean())
+      throw Error(fmt::format("spec field \"views\" must be true or false, not {}", j["views"].dump()));
+    s.views = j["views"].get<bool>();
+  }
   s.validate();
   return s;
 }

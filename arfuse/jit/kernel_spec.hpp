@@ -9,6 +9,7 @@
 //   rmsnorm_quant/h2880/bf16/mxfp4/rms/sm_90
 //   group_quant/h7168/bf16/fp8_group/g128/e8m0/sm_90
 //   allreduce/h6144/bf16/w4/s1/sm_90
+//   rmsnorm_quant/h6144/bf16/fp8/rms/views/sm_90    (strided or padded tensors)
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,9 @@ struct ARFUSE_API KernelSpec {
   EpilogueMode mode;
   int world = 1;  // fused_ar, allreduce
   int stage = 1;  // fused_ar, allreduce
+  // The kernel reads the tensors' row strides and pads out; false: contiguous rows, the widths
+  // compile-time constants (the kernels contiguous calls take).
+  bool views = false;
   Target target = Target::parse("sm_90");
 
   // Throws arfuse::Error naming the bad field, its value and what is allowed.

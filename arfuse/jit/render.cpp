@@ -13,22 +13,24 @@ const char* root_template(Module module) {
 
 std::string name_expression(const KernelSpec& s, const BlockShape& b) {
   const char* t = device_type(s.dtype);
+  const char* views = s.views ? "true" : "false";
   switch (s.module) {
     case Module::rmsnorm_quant:
-      return fmt::format("arfuse::rmsnorm_quant_kernel<{}, {}, {}, {}, {}, {}, {}, {}, {}>", t, s.hidden, b.threads,
+      return fmt::format("arfuse::rmsnorm_quant_kernel<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", t, s.hidden, b.threads,
                          b.vectors_per_thread, int(s.mode.quant), int(s.mode.norm), s.mode.group_size,
-                         int(s.mode.scale_format), min_resident_blocks(s, b));
+                         int(s.mode.scale_format), views, min_resident_blocks(s, b));
     case Module::token_quant:
-      return fmt::format("arfuse::token_quant_kernel<{}, {}, {}, {}>", t, s.hidden, b.threads, b.vectors_per_thread);
+      return fmt::format("arfuse::token_quant_kernel<{}, {}, {}, {}, {}>", t, s.hidden, b.threads, b.vectors_per_thread,
+                         views);
     case Module::group_quant:
-      return fmt::format("arfuse::group_quant_kernel<{}, {}, {}, {}, {}, {}, {}>", t, s.hidden, b.threads,
-                         b.vectors_per_thread, int(s.mode.quant), s.mode.group_size, int(s.mode.scale_format));
+      return fmt::format("arfuse::group_quant_kernel<{}, {}, {}, {}, {}, {}, {}, {}>", t, s.hidden, b.threads,
+                         b.vectors_per_thread, int(s.mode.quant), s.mode.group_size, int(s.mode.scale_format), views);
     case Module::fused_ar:
     case Module::allreduce: {
       const bool epilogue = s.module == Module::fused_ar;
-      return fmt::format("arfuse::fused_ar_kernel<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", t, s.hidden,
+      return fmt::format("arfuse::fused_ar_kernel<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", t, s.hidden,
                          b.threads, b.vectors_per_thread, int(s.mode.quant), int(s.mode.norm), s.mode.group_size,
-                         int(s.mode.scale_format), s.world, s.stage, epilogue ? "true" : "false",
+                         int(s.mode.scale_format), s.world, s.stage, epilogue ? "true" : "false", views,
                          min_resident_blocks(s, b));
     }
   }

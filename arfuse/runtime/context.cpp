@@ -20,9 +20,9 @@ const Device& Context::device() const { return state_->device; }
 cache::KernelCache& kernel_cache(Context& ctx) { return ContextAccess::of(ctx).cache; }
 
 jit::KernelSpec spec_for(const Context& ctx, jit::Module module, int hidden, DType dtype, const EpilogueMode& mode,
-                         int world, int stage) {
+                         int world, int stage, bool views) {
   jit::KernelSpec s;
-  s.module = module, s.hidden = hidden, s.dtype = dtype, s.mode = mode;
+  s.module = module, s.hidden = hidden, s.dtype = dtype, s.mode = mode, s.views = views;
   s.world = world, s.stage = stage, s.target = ctx.device().target();
   s.validate();
   return s.canonical();

@@ -40,7 +40,7 @@ struct ContextState {
 ARFUSE_API const LaunchableKernel& load_kernel(Context& ctx, const jit::KernelSpec& spec);
 // A spec for ctx's device's target; throws Error for a hidden size or mode no kernel takes.
 ARFUSE_API jit::KernelSpec spec_for(const Context& ctx, jit::Module module, int hidden, DType dtype,
-                                    const EpilogueMode& mode = {}, int world = 1, int stage = 1);
+                                    const EpilogueMode& mode = {}, int world = 1, int stage = 1, bool views = false);
 ARFUSE_API cache::KernelCache& kernel_cache(Context& ctx);
 
 }  // namespace arfuse

@@ -7,23 +7,29 @@
 
 namespace arfuse {
 
-void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
+namespace {
+
+// A standalone call: validated, then (when it has rows) the kernel of `module` for its layout.
+template <typename Args>
+void run_standalone(Context& ctx, const Args& a, jit::Module module, const EpilogueMode& mode,
+                    void (*launch)(const LaunchableKernel&, const Args&, const Stream&), const Stream& stream) {
   validate_args(a);
   if (a.tokens == 0) return;
-  launch_rmsnorm_quant(load_kernel(ctx, spec_for(ctx, jit::Module::rmsnorm_quant, a.hidden, a.dtype, a.mode)), a,
-                       stream);
+  launch(load_kernel(ctx, spec_for(ctx, module, a.hidden, a.dtype, mode, 1, 1, is_view(a))), a, stream);
+}
+
+}  // namespace
+
+void rmsnorm_quant(Context& ctx, const RmsnormQuantArgs& a, const Stream& stream) {
+  run_standalone(ctx, a, jit::Module::rmsnorm_quant, a.mode, launch_rmsnorm_quant, stream);
 }
 
 void token_quant(Context& ctx, const TokenQuantArgs& a, const Stream& stream) {
-  validate_args(a);
-  if (a.tokens == 0) return;
-  launch_token_quant(load_kernel(ctx, spec_for(ctx, jit::Module::token_quant, a.hidden, a.dtype)), a, stream);
+  run_standalone(ctx, a, jit::Module::token_quant, {}, launch_token_quant, stream);
 }
 
 void group_quant(Context& ctx, const GroupQuantArgs& a, const Stream& stream) {
-  validate_args(a);
-  if (a.tokens == 0) return;
-  launch_group_quant(load_kernel(ctx, spec_for(ctx, jit::Module::group_quant, a.hidden, a.dtype, a.mode)), a, stream);
+  run_standalone(ctx, a, jit::Module::group_quant, a.mode, launch_group_quant, stream);
 }
 
 void launch_rmsnorm_quant(const LaunchableKernel& k, const RmsnormQuantArgs& a, const Stream& stream) {

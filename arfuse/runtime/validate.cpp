@@ -191,23 +191,47 @@ void check_group_open(const Group& group, DType dtype) {
   require_group_dtype(group, dtype);
 }
 
-// The dtype's check comes last: it names the dtype.
-CallShape validate_call(const Rank& rank, const AllreduceRmsnormArgs& a) {
-  const Group& group = RankAccess::group(rank);
-  require_open(group);
-  const Topology& t = topology_of(group);
-  validate_args(a, t.call_max_tokens(), t.call_max_hidden());
-  require_group_dtype(group, a.dtype);
-  return CallShape{true, a.tokens, a.hidden, a.dtype, a.mode};
+namespace {
+
+bool strided(int stride, int width) { return stride != 0 && stride != width; }
+
+}  // namespace
+
+bool is_view(const RmsnormQuantArgs& a) {
+  const int out_row = is_mxfp4(a.mode.quant) ? a.hidden / 2 : a.hidden;
+  return strided(a.input_stride, a.hidden) || strided(a.residual_in_stride, a.hidden) ||
+         strided(a.residual_out_stride, a.hidden) || strided(a.mirror_stride, a.hidden) ||
+         strided(a.out_stride, out_row) || strided(a.out_width, a.hidden);
 }
 
-CallShape validate_call(const Rank& rank, const AllreduceArgs& a) {
+bool is_view(const AllreduceArgs& a) { return strided(a.input_stride, a.hidden) || strided(a.out_stride, a.hidden); }
+
+bool is_view(const TokenQuantArgs& a) { return strided(a.input_stride, a.hidden) || strided(a.out_stride, a.hidden); }
+
+bool is_view(const GroupQuantArgs& a) {
+  return strided(a.input_stride, a.hidden) || strided(a.out_stride, is_mxfp4(a.mode.quant) ? a.hidden / 2 : a.hidden);
+}
+
+namespace {
+
+// The dtype's check comes last: it names the dtype.
+template <typename Args>
+CallShape checked_shape(const Rank& rank, const Args& a, bool epilogue, const EpilogueMode& mode) {
   const Group& group = RankAccess::group(rank);
   require_open(group);
   const Topology& t = topology_of(group);
   validate_args(a, t.call_max_tokens(), t.call_max_hidden());
+  const bool views = is_view(a);
   require_group_dtype(group, a.dtype);
-  return CallShape{false, a.tokens, a.hidden, a.dtype, {}};
+  return CallShape{epilogue, a.tokens, a.hidden, a.dtype, mode, views};
 }
+
+}  // namespace
+
+CallShape validate_call(const Rank& rank, const AllreduceRmsnormArgs& a) {
+  return checked_shape(rank, a, true, a.mode);
+}
+
+CallShape validate_call(const Rank& rank, const AllreduceArgs& a) { return checked_shape(rank, a, false, {}); }
 
 }  // namespace arfuse

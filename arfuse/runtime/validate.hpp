@@ -18,6 +18,13 @@ void check_group_open(const Group& group, DType dtype);
 CallShape validate_call(const Rank& rank, const AllreduceRmsnormArgs& args);
 CallShape validate_call(const Rank& rank, const AllreduceArgs& args);
 
+// Whether a validated call's tensors need the spec's views kernels: a row stride other than its
+// row's width, or a padded out.
+bool is_view(const RmsnormQuantArgs& args);
+bool is_view(const AllreduceArgs& args);
+bool is_view(const TokenQuantArgs& args);
+bool is_view(const GroupQuantArgs& args);
+
 namespace detail {
 
 void require_pointer(const void* p, const char* name, const std::string& why_needed);

@@ -134,20 +134,21 @@ __device__ __forceinline__ void store_row(T* row, const Vec16 (&v)[VPT]) {
 }
 
 // The result of one reduced row: the epilogue, or (plain all-reduce) the sum itself.
-template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, bool EPILOGUE>
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, bool EPILOGUE, bool VIEWS>
 __device__ __forceinline__ void finish_row(const FusedArgs& a, int row, const Vec16 (&ar)[VPT],
                                            const Vec16 (&residual)[VPT], StagedWeight weight, ReduceScratch& scratch) {
+  const RowOffsets<T, H, EPILOGUE ? QUANT : kQuantNone, VIEWS> at{a.strides};
   if (!EPILOGUE) {
-    store_row<T, H, THREADS, VPT>(static_cast<T*>(a.out) + (long long)row * a.strides.out, ar);
+    store_row<T, H, THREADS, VPT>(static_cast<T*>(a.out) + at.out(row), ar);
     return;
   }
   RowOutputs<T> outputs;
-  outputs.residual_out = static_cast<T*>(a.residual_out) + (long long)row * a.strides.residual_out;
-  outputs.out = static_cast<u8*>(a.out) + (long long)row * a.strides.out * kOutUnitBytes<T, QUANT>;
-  outputs.out_width = a.strides.out_width;
+  outputs.residual_out = static_cast<T*>(a.residual_out) + at.residual_out(row);
+  outputs.out = static_cast<u8*>(a.out) + at.out_bytes(row);
+  outputs.out_width = at.out_width();
   outputs.scale = row_scales<QUANT, SCALE>(a.scales, row, a.scale_row_stride);
   outputs.scale_group_stride = a.scale_group_stride;
-  outputs.mirror = static_cast<T*>(a.mirror) + (kQuantWritesMirror<QUANT> ? (long long)row * a.strides.mirror : 0);
+  outputs.mirror = static_cast<T*>(a.mirror) + (kQuantWritesMirror<QUANT> ? at.mirror(row) : 0);
   // The later residual_out store that rmsnorm_quant uses for fp8_group cost this kernel 2.7-7 %
   // (docs/performance-notes.md section 20).
   epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, ResidualStore::after_add>(ar, residual, weight, a.eps,
@@ -157,38 +158,40 @@ __device__ __forceinline__ void finish_row(const FusedArgs& a, int row, const Ve
 // Copies this rank's input rows into its staging buffer: exactly the rows that block b of
 // every rank reads, so block b's entry barrier publishes them (no separate copy launch, which
 // costs a launch and, on some drivers, a load that waits for the peers' spinning kernels).
-template <typename T, int H, int THREADS, int VPT, int W, int STAGE>
+template <typename T, int H, int THREADS, int VPT, int W, int STAGE, bool VIEWS>
 __device__ __forceinline__ void stage_own_rows(const FusedArgs& a) {
+  const RowOffsets<T, H, kQuantNone, VIEWS> at{a.strides};
   const int share = STAGE == 1 ? a.tokens : (a.tokens + W - 1) / W;
   for (int part = 0; part < (STAGE == 1 ? 1 : W); ++part) {
     const int begin = part * share, end = min(a.tokens, begin + share);
     for (int row = begin + blockIdx.x; row < end; row += gridDim.x) {
       Vec16 v[VPT];
-      load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.input) + (long long)row * a.strides.input, v);
+      load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.input) + at.input(row), v);
       store_row<T, H, THREADS, VPT>(static_cast<T*>(a.peers.staging[a.rank]) + (long long)row * H, v);
     }
   }
 }
 
 // Stage 1: every row of this block, folded from all staging buffers, then its epilogue.
-template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, int W, bool EPILOGUE>
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, int W, bool EPILOGUE,
+          bool VIEWS>
 __device__ __forceinline__ void reduce_rows(const FusedArgs& a, StagedWeight weight, ReduceScratch& scratch) {
+  const RowOffsets<T, H, QUANT, VIEWS> at{a.strides};
   for (int row = blockIdx.x; row < a.tokens; row += gridDim.x) {
     Vec16 residual[VPT];
     if (EPILOGUE) {
-      load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + (long long)row * a.strides.residual_in,
-                                       residual);
+      load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + at.residual_in(row), residual);
     }
     Vec16 x[VPT];
     fold_row<T, H, THREADS, VPT, W, kFoldPairAdd<T, QUANT, EPILOGUE>>(a.peers, (long long)row * H, x);
-    finish_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, EPILOGUE>(a, row, x, residual, weight, scratch);
+    finish_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, EPILOGUE, VIEWS>(a, row, x, residual, weight, scratch);
   }
 }
 
 // MIN_BLOCKS: 0, or the resident blocks per multiprocessor the kernel is compiled for, which
 // caps its registers (jit/tuning_policy.cpp).
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, int W, int STAGE,
-          bool EPILOGUE, int MIN_BLOCKS>
+          bool EPILOGUE, bool VIEWS, int MIN_BLOCKS>
 __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedArgs a) {
   static_assert(W >= 2 && W <= kMaxWorld, "world size");
   static_assert(STAGE == 1 || STAGE == 2, "stage");
@@ -204,7 +207,7 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
                                          kQuantIsGroupFp8<QUANT> ? GROUP : 0, kQuantIsGroupFp8<QUANT> ? SCALE : 0)
                        : 0;
   // The previous call's exit barrier guarantees no peer still reads the staging buffer.
-  if (a.input != nullptr) stage_own_rows<T, H, THREADS, VPT, W, STAGE>(a);
+  if (a.input != nullptr) stage_own_rows<T, H, THREADS, VPT, W, STAGE, VIEWS>(a);
   // Once per block for all its rows, in flight while the block waits at the entry barrier.
   __shared__ Vec16 staged_weight[EPILOGUE ? THREADS * VPT : 1];
   StagedWeight weight{staged_weight};
@@ -218,7 +221,7 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
   if (entered) {
     let_next_kernel_start();  // every rank's blocks are resident now
     if (STAGE == 1) {
-      reduce_rows<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, W, EPILOGUE>(a, weight, scratch);
+      reduce_rows<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, W, EPILOGUE, VIEWS>(a, weight, scratch);
     } else {
       const int share = (a.tokens + W - 1) / W;
       const int first = a.rank * share, last = min(a.tokens, first + share);
@@ -232,16 +235,17 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
       if (cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierMiddle, call, false, error_at_start,
                                 failed)) {
         // The rows block b of every rank pushed, and no others: block b's barrier covers them.
+        const RowOffsets<T, H, QUANT, VIEWS> at{a.strides};
         for (int r = 0; r < W; ++r) {
           const int begin = r * share, end = min(a.tokens, begin + share);
           for (int row = begin + blockIdx.x; row < end; row += gridDim.x) {
             Vec16 residual[VPT];
             if (EPILOGUE)
-              load_vectors<T, H, THREADS, VPT>(
-                  static_cast<const T*>(a.residual_in) + (long long)row * a.strides.residual_in, residual);
+              load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + at.residual_in(row), residual);
             Vec16 x[VPT];
             load_row_l2<T, H, THREADS, VPT>(static_cast<const T*>(a.peers.gather[a.rank]) + (long long)row * H, x);
-            finish_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, EPILOGUE>(a, row, x, residual, weight, scratch);
+            finish_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, EPILOGUE, VIEWS>(a, row, x, residual, weight,
+                                                                                       scratch);
           }
         }
       }

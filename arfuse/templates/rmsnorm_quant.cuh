@@ -31,7 +31,8 @@ inline constexpr ResidualStore kStandaloneResidualStore =
 // start at scale_row_stride * row, its groups scale_group_stride apart (row- or column-major).
 // MIN_BLOCKS: 0, or the resident blocks per multiprocessor the kernel is compiled for
 // (jit/tuning_policy.cpp).
-template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, int MIN_BLOCKS>
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, bool VIEWS,
+          int MIN_BLOCKS>
 __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS)
     rmsnorm_quant_kernel(const T* in, const T* residual_in, T* residual_out, const T* weight, float eps, void* out,
                          void* scales, T* mirror, int tokens, int scale_row_stride, int scale_group_stride,
@@ -40,36 +41,38 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS)
   __shared__ ReduceScratch scratch;
   const int row = blockIdx.x;
   if (row >= tokens) return;
+  const RowOffsets<T, H, QUANT, VIEWS> at{strides};
   Vec16 input[VPT], residual[VPT];
-  load_vectors<T, H, THREADS, VPT>(in + (long long)row * strides.input, input);
-  load_vectors<T, H, THREADS, VPT>(residual_in + (long long)row * strides.residual_in, residual);
+  load_vectors<T, H, THREADS, VPT>(in + at.input(row), input);
+  load_vectors<T, H, THREADS, VPT>(residual_in + at.residual_in(row), residual);
   __shared__ Vec16 staged_weight[THREADS * VPT];
   const StagedWeight w = stage_weight<T, H, THREADS, VPT>(weight, staged_weight);
   RowOutputs<T> outputs;
-  outputs.residual_out = residual_out + (long long)row * strides.residual_out;
-  outputs.out = static_cast<u8*>(out) + (long long)row * strides.out * kOutUnitBytes<T, QUANT>;
-  outputs.out_width = strides.out_width;
+  outputs.residual_out = residual_out + at.residual_out(row);
+  outputs.out = static_cast<u8*>(out) + at.out_bytes(row);
+  outputs.out_width = at.out_width();
   outputs.scale = row_scales<QUANT, SCALE>(scales, row, scale_row_stride);
   outputs.scale_group_stride = scale_group_stride;
-  outputs.mirror = kQuantWritesMirror<QUANT> ? mirror + (long long)row * strides.mirror : mirror;
+  outputs.mirror = kQuantWritesMirror<QUANT> ? mirror + at.mirror(row) : mirror;
   epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, kStandaloneResidualStore<QUANT>>(input, residual, w, eps,
                                                                                                outputs, scratch);
 }
 
-template <typename T, int H, int THREADS, int VPT>
+template <typename T, int H, int THREADS, int VPT, bool VIEWS>
 __global__ void __launch_bounds__(THREADS)
     token_quant_kernel(const T* in, u8* out, float* scales, int tokens, RowStrides strides) {
   overlap_neighbouring_kernels();
   __shared__ ReduceScratch scratch;
   const int row = blockIdx.x;
   if (row >= tokens) return;
+  const RowOffsets<T, H, kQuantFp8, VIEWS> at{strides};
   Vec16 y[VPT];
-  load_vectors<T, H, THREADS, VPT>(in + (long long)row * strides.input, y);
-  quantize_row<T, H, THREADS, VPT>(y, out + (long long)row * strides.out, scales + row, scratch);
+  load_vectors<T, H, THREADS, VPT>(in + at.input(row), y);
+  quantize_row<T, H, THREADS, VPT>(y, out + at.out_bytes(row), scales + row, scratch);
 }
 
 // Group amaxes reduce inside warps: no shared memory, no block barrier.
-template <typename T, int H, int THREADS, int VPT, int QUANT, int GROUP, int SCALE>
+template <typename T, int H, int THREADS, int VPT, int QUANT, int GROUP, int SCALE, bool VIEWS>
 __global__ void __launch_bounds__(THREADS)
     group_quant_kernel(const T* in, u8* out, void* scales, int tokens, int scale_row_stride, int scale_group_stride,
                        RowStrides strides) {
@@ -77,11 +80,11 @@ __global__ void __launch_bounds__(THREADS)
   overlap_neighbouring_kernels();
   const int row = blockIdx.x;
   if (row >= tokens) return;
+  const RowOffsets<T, H, QUANT, VIEWS> at{strides};
   Vec16 y[VPT];
-  load_vectors<T, H, THREADS, VPT>(in + (long long)row * strides.input, y);
+  load_vectors<T, H, THREADS, VPT>(in + at.input(row), y);
   quantize_block_scaled<T, H, THREADS, VPT, QUANT, GROUP, SCALE>(
-      y, out + (long long)row * strides.out, row_scales<QUANT, SCALE>(scales, row, scale_row_stride),
-      scale_group_stride);
+      y, out + at.out_bytes(row), row_scales<QUANT, SCALE>(scales, row, scale_row_stride), scale_group_stride);
 }
 
 }  // namespace arfuse

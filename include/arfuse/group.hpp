@@ -116,6 +116,8 @@ class ARFUSE_API Rank {
   // either stage. Call it on every rank before the first call of a shape: with several ranks
   // on one GPU, loading a kernel while a peer's kernel waits at a barrier can stall the load
   // until that peer times out.
+  // The kernels of contiguous calls; a call with row strides or a padded out takes its own
+  // kernels (the spec's views field), loaded on its first call.
   void prepare(int hidden, DType dtype, const EpilogueMode& mode = {});
   // The path this rank's last call took (none before the first call).
   std::optional<Path> last_path() const { return last_path_; }

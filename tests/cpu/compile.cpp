@@ -19,7 +19,7 @@ using Catch::Contains;
 
 TEST_CASE("render: self-contained program, name expression, options", "[cpu][jit]") {
   const Source src = render(KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8/gemma/sm_90"));
-  CHECK(src.name_expression == "arfuse::rmsnorm_quant_kernel<arfuse::bf16_t, 6144, 384, 2, 1, 1, 0, 0, 4>");
+  CHECK(src.name_expression == "arfuse::rmsnorm_quant_kernel<arfuse::bf16_t, 6144, 384, 2, 1, 1, 0, 0, false, 4>");
   CHECK(src.text.find("#include") == std::string::npos);
   REQUIRE(src.templates.size() == 7);
   CHECK(src.templates[0].name == "rmsnorm_quant.cuh");

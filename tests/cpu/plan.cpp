@@ -7,6 +7,7 @@
 #include <set>
 
 #include "arfuse/error.hpp"
+#include "arfuse/runtime/validate.hpp"
 #include "arfuse/settings.hpp"
 
 #include "support.hpp"
@@ -57,6 +58,47 @@ TEST_CASE("one GPU with virtual ranks: the custom path, grids shared by the rank
   CHECK(two.rows == 64);
   const Plan odd = plan_call(w8, policy8, fused(517, 6144));
   CHECK(odd.rows == 65);  // a stage-2 rank's share, rounded up
+}
+
+// A call with a row stride or a padded out takes the views kernel, on every path; the tests of
+// which arguments make a call one: is_view (runtime/validate.hpp).
+TEST_CASE("strided or padded calls plan the views kernel, contiguous ones the constant-width kernel", "[cpu][plan]") {
+  const Topology t = gpus(4, 4, true, true);
+  const auto policy = StagePolicy::resolve(jit::TuningTable::embedded_default(), t);
+  CallShape shape = fused(12, 6144);
+  shape.views = true;
+  CHECK(plan_call(t, policy, shape).spec.text() == "fused_ar/h6144/bf16/fp8/gemma/w4/s1/views/sm_90");
+  shape.tokens = 5000;  // above the staging capacity: NCCL, then the standalone views kernel
+  CHECK(plan_call(t, policy, shape).spec.text() == "rmsnorm_quant/h6144/bf16/fp8/gemma/views/sm_90");
+  CHECK(plan_call(t, policy, fused(12, 6144)).spec.text() == "fused_ar/h6144/bf16/fp8/gemma/w4/s1/sm_90");
+
+  RmsnormQuantArgs a;
+  a.hidden = 6144, a.mode.quant = Quant::fp8;
+  CHECK_FALSE(is_view(a));
+  a.input_stride = 6144, a.out_width = 6144;  // the row's own width: contiguous
+  CHECK_FALSE(is_view(a));
+  for (int RmsnormQuantArgs::*field :
+       {&RmsnormQuantArgs::input_stride, &RmsnormQuantArgs::residual_in_stride, &RmsnormQuantArgs::residual_out_stride,
+        &RmsnormQuantArgs::out_stride, &RmsnormQuantArgs::mirror_stride, &RmsnormQuantArgs::out_width}) {
+    RmsnormQuantArgs v = a;
+    v.*field = 6400;
+    CHECK(is_view(v));
+  }
+  a.mode.quant = Quant::mxfp4, a.out_stride = 3072;  // MXFP4 rows are hidden / 2 bytes
+  CHECK_FALSE(is_view(a));
+  AllreduceArgs p;
+  p.hidden = 4096, p.out_stride = 4096;
+  CHECK_FALSE(is_view(p));
+  p.input_stride = 4104;
+  CHECK(is_view(p));
+  GroupQuantArgs g;
+  g.hidden = 4096, g.mode.quant = Quant::mxfp4, g.out_stride = 2048;
+  CHECK_FALSE(is_view(g));
+  g.out_stride = 2064;
+  CHECK(is_view(g));
+  TokenQuantArgs q;
+  q.hidden = 4096, q.out_stride = 4112;
+  CHECK(is_view(q));
 }
 
 TEST_CASE("W GPUs with peer access: thresholds per world size, plain all-reduce specs", "[cpu][plan]") {

@@ -15,13 +15,32 @@ using namespace arfuse::jit;
 using Catch::Contains;
 
 TEST_CASE("spec text and JSON forms round-trip for every module", "[cpu][spec]") {
-  const std::string text = GENERATE(as<std::string>{}, "rmsnorm_quant/h6144/bf16/fp8/rms/sm_90",
-                                    "rmsnorm_quant/h2880/f16/fp8_mirror/gemma/gfx942", "token_quant/h8192/bf16/sm_90a",
-                                    "fused_ar/h5120/f16/none/gemma/w8/s2/gfx1250", "allreduce/h6144/bf16/w2/s1/sm_100");
+  const std::string text = GENERATE(
+      as<std::string>{}, "rmsnorm_quant/h6144/bf16/fp8/rms/sm_90", "rmsnorm_quant/h2880/f16/fp8_mirror/gemma/gfx942",
+      "token_quant/h8192/bf16/sm_90a", "fused_ar/h5120/f16/none/gemma/w8/s2/gfx1250",
+      "allreduce/h6144/bf16/w2/s1/sm_100", "rmsnorm_quant/h2880/bf16/none/rms/views/sm_90",
+      "group_quant/h7168/bf16/mxfp4/views/gfx942", "fused_ar/h6144/bf16/fp8/rms/w4/s1/views/sm_90");
   const KernelSpec s = KernelSpec::parse(text);
   CHECK(s.text() == text);
   CHECK(KernelSpec::from_json(s.json()) == s);
   CHECK(KernelSpec::parse(s.json().dump().size() ? s.text() : "") == s);
+}
+
+// A views kernel is another kernel: another text, JSON and packed key than the contiguous one.
+TEST_CASE("the views field makes its own spec in every form", "[cpu][spec]") {
+  const KernelSpec contiguous = KernelSpec::parse("fused_ar/h6144/bf16/fp8/rms/w4/s1/sm_90");
+  KernelSpec views = contiguous;
+  views.views = true;
+  CHECK_FALSE(contiguous.views);
+  CHECK(views.text() == "fused_ar/h6144/bf16/fp8/rms/w4/s1/views/sm_90");
+  CHECK(views != contiguous);
+  CHECK(views.packed() != contiguous.packed());
+  CHECK(views.json().at("views") == true);
+  CHECK_FALSE(contiguous.json().contains("views"));
+  nlohmann::json bad = views.json();
+  bad["views"] = 1;
+  CHECK_THROWS_WITH(KernelSpec::from_json(bad), Contains("\"views\" must be true or false"));
+  CHECK_THROWS_WITH(KernelSpec::parse("fused_ar/h6144/bf16/fp8/rms/views/w4/s1/sm_90"), Contains("fields"));
 }
 
 TEST_CASE("unused fields do not make specs differ", "[cpu][spec]") {

@@ -78,6 +78,7 @@ KernelSpec spec_of(const Case& c, Module module, Quant quant) {
   s.module = module, s.hidden = c.hidden, s.dtype = c.dtype, s.mode = EpilogueMode{quant, c.norm};
   if (is_group_fp8(quant)) s.mode.group_size = c.group, s.mode.scale_format = c.scale_format;
   s.target = Target::parse(c.target);
+  s.views = c.strided || c.out_width != 0;
   return s;
 }
 

@@ -78,6 +78,7 @@ KernelSpec spec_of(const FusedCase& c) {
   if (is_group_fp8(c.quant)) s.mode.group_size = c.group, s.mode.scale_format = c.scale_format;
   s.world = c.world, s.stage = c.stage;
   s.target = Target::parse(c.target);
+  s.views = c.strided || c.out_width != 0;
   return s;
 }
 

@@ -54,7 +54,7 @@ Plan plan_call(const Topology& t, const StagePolicy& policy, const CallShape& c)
   p.ranks_per_device = t.ranks_per_device;
   p.rows = c.tokens;
   jit::KernelSpec& s = p.spec;
-  s.hidden = c.hidden, s.dtype = c.dtype, s.target = t.target;
+  s.hidden = c.hidden, s.dtype = c.dtype, s.target = t.target, s.views = c.views;
   if (p.path == Path::nccl) {
     p.has_kernel = c.epilogue;
     s.module = jit::Module::rmsnorm_quant, s.mode = c.mode;

@@ -24,7 +24,8 @@ struct ARFUSE_API CallShape {
   int tokens = 0;
   int hidden = 0;
   DType dtype = DType::bf16;
-  EpilogueMode mode;  // epilogue calls
+  EpilogueMode mode;   // epilogue calls
+  bool views = false;  // a strided or padded tensor: the spec's views kernel
 };
 
 // The tuning that applies to one group, looked up once when the group is made (not per call).
