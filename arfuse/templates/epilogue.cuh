@@ -295,6 +295,9 @@ struct RowOffsets {
 template <typename T, int H, int THREADS, int QUANT>
 __device__ __forceinline__ void zero_padding(void* out_row, int width) {
   if constexpr (QUANT == kQuantNone || kQuantIsTokenFp8<QUANT>) {
+    // A constant H (contiguous kernels) drops the loop here: the compiler cannot tell that the
+    // signed loop index below never starts negative.
+    if (width <= H) return;
     constexpr int kUnit = kOutUnitBytes<T, QUANT>;
     u8* padding = static_cast<u8*>(out_row) + H * kUnit;
     const int words = (width - H) * kUnit / 8;
