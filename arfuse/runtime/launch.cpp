@@ -26,6 +26,11 @@ namespace {
 
 int or_width(int stride, int width) { return stride == 0 ? width : stride; }
 
+// The strides of a call with one input and one output (its rows out_row units wide).
+RowStrides input_output_strides(int input_stride, int out_stride, int hidden, int out_row) {
+  return RowStrides{or_width(input_stride, hidden), 0, 0, or_width(out_stride, out_row), 0, hidden};
+}
+
 }  // namespace
 
 RowStrides detail::row_strides(const RmsnormQuantArgs& a) {
@@ -37,16 +42,15 @@ RowStrides detail::row_strides(const RmsnormQuantArgs& a) {
 }
 
 RowStrides detail::row_strides(const AllreduceArgs& a) {
-  return RowStrides{or_width(a.input_stride, a.hidden), 0, 0, or_width(a.out_stride, a.hidden), 0, a.hidden};
+  return input_output_strides(a.input_stride, a.out_stride, a.hidden, a.hidden);
 }
 
 RowStrides detail::row_strides(const TokenQuantArgs& a) {
-  return RowStrides{or_width(a.input_stride, a.hidden), 0, 0, or_width(a.out_stride, a.hidden), 0, a.hidden};
+  return input_output_strides(a.input_stride, a.out_stride, a.hidden, a.hidden);
 }
 
 RowStrides detail::row_strides(const GroupQuantArgs& a) {
-  const int out_row = is_mxfp4(a.mode.quant) ? a.hidden / 2 : a.hidden;
-  return RowStrides{or_width(a.input_stride, a.hidden), 0, 0, or_width(a.out_stride, out_row), 0, a.hidden};
+  return input_output_strides(a.input_stride, a.out_stride, a.hidden, is_mxfp4(a.mode.quant) ? a.hidden / 2 : a.hidden);
 }
 
 namespace {

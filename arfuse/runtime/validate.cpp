@@ -195,6 +195,11 @@ namespace {
 
 bool strided(int stride, int width) { return stride != 0 && stride != width; }
 
+// A call with one input and one output (its rows out_row units wide).
+bool input_output_view(int input_stride, int out_stride, int hidden, int out_row) {
+  return strided(input_stride, hidden) || strided(out_stride, out_row);
+}
+
 }  // namespace
 
 bool is_view(const RmsnormQuantArgs& a) {
@@ -204,12 +209,12 @@ bool is_view(const RmsnormQuantArgs& a) {
          strided(a.out_stride, out_row) || strided(a.out_width, a.hidden);
 }
 
-bool is_view(const AllreduceArgs& a) { return strided(a.input_stride, a.hidden) || strided(a.out_stride, a.hidden); }
+bool is_view(const AllreduceArgs& a) { return input_output_view(a.input_stride, a.out_stride, a.hidden, a.hidden); }
 
-bool is_view(const TokenQuantArgs& a) { return strided(a.input_stride, a.hidden) || strided(a.out_stride, a.hidden); }
+bool is_view(const TokenQuantArgs& a) { return input_output_view(a.input_stride, a.out_stride, a.hidden, a.hidden); }
 
 bool is_view(const GroupQuantArgs& a) {
-  return strided(a.input_stride, a.hidden) || strided(a.out_stride, is_mxfp4(a.mode.quant) ? a.hidden / 2 : a.hidden);
+  return input_output_view(a.input_stride, a.out_stride, a.hidden, is_mxfp4(a.mode.quant) ? a.hidden / 2 : a.hidden);
 }
 
 namespace {
