@@ -13,7 +13,9 @@ namespace {
 static_assert(int(Quant::none) == kQuantNone && int(Quant::fp8) == kQuantFp8 &&
                   int(Quant::fp8_mirror) == kQuantFp8Mirror && int(Quant::fp8_group) == kQuantFp8Group &&
                   int(Quant::fp8_group_mirror) == kQuantFp8GroupMirror && int(Quant::mxfp4) == kQuantMxfp4 &&
-                  int(Quant::mxfp4_mirror) == kQuantMxfp4Mirror,
+                  int(Quant::mxfp4_mirror) == kQuantMxfp4Mirror && int(Quant::fp8_static) == kQuantFp8Static &&
+                  int(Quant::fp8_static_mirror) == kQuantFp8StaticMirror && int(Quant::nvfp4) == kQuantNvfp4 &&
+                  int(Quant::nvfp4_mirror) == kQuantNvfp4Mirror,
               "Quant codes");
 static_assert(int(Norm::rms) == kNormRms && int(Norm::gemma) == kNormGemma, "Norm codes");
 static_assert(int(ScaleFormat::f32) == kScaleF32 && int(ScaleFormat::ue8m0_f32) == kScaleUe8m0F32 &&
@@ -28,12 +30,17 @@ const Names<Quant> kQuants{{Quant::none, "none"},
                            {Quant::fp8_group, "fp8_group"},
                            {Quant::fp8_group_mirror, "fp8_group_mirror"},
                            {Quant::mxfp4, "mxfp4"},
-                           {Quant::mxfp4_mirror, "mxfp4_mirror"}};
+                           {Quant::mxfp4_mirror, "mxfp4_mirror"},
+                           {Quant::fp8_static, "fp8_static"},
+                           {Quant::fp8_static_mirror, "fp8_static_mirror"},
+                           {Quant::nvfp4, "nvfp4"},
+                           {Quant::nvfp4_mirror, "nvfp4_mirror"}};
 const Names<Norm> kNorms{{Norm::rms, "rms"}, {Norm::gemma, "gemma"}};
 const Names<ScaleFormat> kScaleFormats{
     {ScaleFormat::f32, "f32"}, {ScaleFormat::ue8m0_f32, "ue8m0_f32"}, {ScaleFormat::e8m0, "e8m0"}};
 const Names<ScaleLayout> kScaleLayouts{{ScaleLayout::row_major, "row_major"},
-                                       {ScaleLayout::column_major, "column_major"}};
+                                       {ScaleLayout::column_major, "column_major"},
+                                       {ScaleLayout::swizzled_128x4, "swizzled_128x4"}};
 
 }  // namespace
 
@@ -69,11 +76,27 @@ void EpilogueMode::validate(int hidden) const {
                               to_string(quant)));
     }
   }
+  if (is_nvfp4(quant)) {
+    if (hidden % kNvfp4BlockSize != 0) {
+      throw Error(
+          fmt::format("{} needs a hidden size divisible by {}, not {}", to_string(quant), kNvfp4BlockSize, hidden));
+    }
+    if (scale_layout == ScaleLayout::column_major) {
+      throw Error(
+          fmt::format("scale_layout column_major is not an {} layout: use row_major (linear [tokens, hidden / "
+                      "16]) or swizzled_128x4",
+                      to_string(quant)));
+    }
+  } else if (scale_layout == ScaleLayout::swizzled_128x4) {
+    throw Error(fmt::format("scale_layout swizzled_128x4 is NVFP4's; quant {} takes {}", to_string(quant),
+                            is_group_fp8(quant) ? "row_major or column_major" : "row_major"));
+  }
 }
 
 std::string EpilogueMode::text() const {
   std::string s = to_string(quant);
   if (is_group_fp8(quant)) s += fmt::format(" g{} {} {}", group_size, to_string(scale_format), to_string(scale_layout));
+  if (is_nvfp4(quant)) s += fmt::format(" {}", to_string(scale_layout));
   return s + " " + to_string(norm);
 }
 

@@ -25,7 +25,8 @@ std::string example_text(Module module, std::optional<Quant> quant) {
 
 void check_module_takes(Module module, Quant quant) {
   if (!takes_quant(module, quant)) {
-    throw Error(fmt::format("group_quant quantises y with fp8_group or mxfp4, not {}", to_string(quant)));
+    throw Error(
+        fmt::format("group_quant quantises y with fp8_group, mxfp4, fp8_static or nvfp4, not {}", to_string(quant)));
   }
 }
 
@@ -62,7 +63,10 @@ int parse_prefixed_int(std::string_view part, char prefix, std::string_view what
 bool uses_quant(Module m) { return m == Module::rmsnorm_quant || m == Module::fused_ar || m == Module::group_quant; }
 bool uses_norm(Module m) { return m == Module::rmsnorm_quant || m == Module::fused_ar; }
 bool uses_world(Module m) { return m == Module::fused_ar || m == Module::allreduce; }
-bool takes_quant(Module m, Quant q) { return m != Module::group_quant || q == Quant::fp8_group || q == Quant::mxfp4; }
+bool takes_quant(Module m, Quant q) {
+  return m != Module::group_quant || q == Quant::fp8_group || q == Quant::mxfp4 || q == Quant::fp8_static ||
+         q == Quant::nvfp4;
+}
 
 void KernelSpec::validate() const {
   const KernelSpec c = canonical();

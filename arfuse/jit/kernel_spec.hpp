@@ -26,7 +26,8 @@
 
 namespace arfuse::jit {
 
-// group_quant: steps 7b/7c alone on y (fp8_group or mxfp4), as token_quant is step 7 alone.
+// group_quant: steps 7b-7e alone on y (fp8_group, mxfp4, fp8_static, nvfp4), as token_quant is
+// step 7 alone.
 enum class Module { rmsnorm_quant, token_quant, fused_ar, allreduce, group_quant };
 
 struct ARFUSE_API KernelSpec {
@@ -60,8 +61,8 @@ struct ARFUSE_API KernelSpec {
 };
 
 ARFUSE_API bool uses_quant(Module module);
-// Whether `module` has a kernel for `quant`: group_quant only for fp8_group and mxfp4 (the
-// mirror modes belong to the epilogue kernels); every other module for every mode.
+// Whether `module` has a kernel for `quant`: group_quant only for fp8_group, mxfp4, fp8_static and
+// nvfp4 (the mirror modes belong to the epilogue kernels); every other module for every mode.
 ARFUSE_API bool takes_quant(Module module, Quant quant);
 ARFUSE_API bool uses_norm(Module module);
 ARFUSE_API bool uses_world(Module module);

@@ -79,6 +79,7 @@ struct Selection {
 bool divides(Quant q, int group, int hidden) {
   if (is_group_fp8(q)) return valid_group_size(group) && hidden % group == 0;
   if (is_mxfp4(q)) return hidden % kMxBlockSize == 0;
+  if (is_nvfp4(q)) return hidden % kNvfp4BlockSize == 0;
   return true;
 }
 
@@ -125,9 +126,10 @@ const std::vector<int>& default_world_sizes() {
 }
 
 const std::vector<Quant>& default_quants() {
-  // The block-scaled modes without their mirrors, group 128 with fp32 scales: what engines ask
-  // for most; the rest compile on first use.
-  static const std::vector<Quant> v{Quant::none, Quant::fp8, Quant::fp8_mirror, Quant::fp8_group, Quant::mxfp4};
+  // The block-scaled and static modes without their mirrors, group 128 with fp32 scales: what
+  // engines ask for most; the rest compile on first use.
+  static const std::vector<Quant> v{Quant::none,  Quant::fp8,        Quant::fp8_mirror, Quant::fp8_group,
+                                    Quant::mxfp4, Quant::fp8_static, Quant::nvfp4};
   return v;
 }
 

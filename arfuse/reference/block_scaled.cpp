@@ -99,4 +99,62 @@ Mxfp4Outputs mxfp4_quant(int hidden, DType dtype, int tokens, const Bits16& y) {
   return o;
 }
 
+std::vector<std::uint8_t> static_fp8_quant(int hidden, DType dtype, Fp8Format format, int tokens, const Bits16& y,
+                                           float scale) {
+  check_shape(y, tokens, hidden, 8, "static_fp8_quant");
+  const float inverse = 1.0f / scale;
+  std::vector<std::uint8_t> q(y.size());
+  for (std::size_t i = 0; i < y.size(); ++i) q[i] = float_to_fp8(widen(y[i], dtype) * inverse, format);
+  return q;
+}
+
+std::size_t nvfp4_scale_index(int token, int column, int tokens, int hidden, ScaleLayout layout) {
+  const int columns = hidden / kNvfp4Block;
+  if (layout != ScaleLayout::swizzled_128x4) return std::size_t(token) * std::size_t(columns) + std::size_t(column);
+  // Tiles of 128 rows x 4 columns, 512 bytes each, row-major over the tiles; inside a tile the
+  // byte of (r, c) is at (r % 32) * 16 + (r / 32) * 4 + c.
+  (void)tokens;
+  const int tiles_per_row = (columns + 3) / 4;
+  const std::size_t tile = std::size_t(token / 128) * std::size_t(tiles_per_row) + std::size_t(column / 4);
+  const int r = token % 128, c = column % 4;
+  return tile * 512 + std::size_t((r % 32) * 16 + (r / 32) * 4 + c);
+}
+
+std::size_t nvfp4_scale_count(int tokens, int hidden, ScaleLayout layout) {
+  const int columns = hidden / kNvfp4Block;
+  if (layout != ScaleLayout::swizzled_128x4) return std::size_t(tokens) * std::size_t(columns);
+  const std::size_t rows = (std::size_t(tokens) + 127) / 128 * 128;
+  return rows * std::size_t((columns + 3) / 4 * 4);
+}
+
+Nvfp4Block nvfp4_block_of(float amax, float global) {
+  Nvfp4Block b;
+  b.scale = float_to_fp8(global * (amax * (1.0f / 6.0f)), Fp8Format::e4m3fn);
+  const float s = fp8_to_float(b.scale, Fp8Format::e4m3fn);
+  b.encode = !std::isnan(s);
+  b.multiplier = s != 0.0f ? 1.0f / (s * (1.0f / global)) : 0.0f;
+  return b;
+}
+
+Nvfp4Outputs nvfp4_quant(int hidden, DType dtype, int tokens, const Bits16& y, float global, ScaleLayout layout) {
+  check_shape(y, tokens, hidden, kNvfp4Block, "nvfp4_quant");
+  Nvfp4Outputs o;
+  o.packed.assign(y.size() / 2, 0);
+  o.scales.assign(nvfp4_scale_count(tokens, hidden, layout), 0);  // the swizzled padding stays 0
+  for (int t = 0; t < tokens; ++t) {
+    for (int column = 0; column < hidden / kNvfp4Block; ++column) {
+      const std::size_t first = std::size_t(t) * std::size_t(hidden) + std::size_t(column) * kNvfp4Block;
+      const Nvfp4Block b = nvfp4_block_of(block_amax(y, first, kNvfp4Block, dtype), global);
+      o.scales[nvfp4_scale_index(t, column, tokens, hidden, layout)] = b.scale;
+      if (!b.encode) continue;  // elements stay 0
+      for (int i = 0; i < kNvfp4Block; ++i) {
+        const float v = widen(y[first + std::size_t(i)], dtype) * b.multiplier;
+        const std::uint8_t code = std::isnan(v) ? 0 : float_to_e2m1(v);
+        o.packed[(first + std::size_t(i)) / 2] |= std::uint8_t(i % 2 == 0 ? code : code << 4);
+      }
+    }
+  }
+  return o;
+}
+
 }  // namespace arfuse::reference

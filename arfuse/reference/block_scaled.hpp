@@ -1,9 +1,11 @@
-// The CPU reference of block-scaled quantisation of y (contract steps 7b and 7c), bit for bit:
-// per-token-group FP8 with fp32, UE8M0-as-fp32 or E8M0-byte scales in either layout, and MXFP4
-// (OCP MX v1.0). y is T bits [tokens, hidden], as the epilogue model produces it (model.hpp).
-// A group's amax is a max, which no reduction order changes, so no device layout is modelled.
+// The CPU reference of the quantisers of y that keep no per-token amax (contract steps 7b-7e),
+// bit for bit: per-token-group FP8 with fp32, UE8M0-as-fp32 or E8M0-byte scales in either layout,
+// MXFP4 (OCP MX v1.0), static per-tensor FP8 and NVFP4 in either scale layout. y is T bits [tokens, hidden], as the
+// epilogue model produces it (model.hpp). A group's amax is a max, which no reduction order changes, so no device
+// layout is modelled.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -47,5 +49,34 @@ ARFUSE_API Mxfp4Outputs mxfp4_quant(int hidden, DType dtype, int tokens, const B
 // One block's shared exponent e (scale 2^e) for its amax, clamped to [-127, 127]; nullopt-like
 // sentinel: returns false when amax is not finite (scale byte 0xFF, elements 0).
 ARFUSE_API bool mx_shared_exponent(float amax, int& exponent);
+
+// Step 7d: q = fp8(f(y) * (1 / scale)), one IEEE division for the call.
+ARFUSE_API std::vector<std::uint8_t> static_fp8_quant(int hidden, DType dtype, Fp8Format format, int tokens,
+                                                      const Bits16& y, float scale);
+
+inline constexpr int kNvfp4Block = 16;
+
+// Step 7e for one block: the E4M3 scale byte e4m3fn(global * (amax * (1/6))), its multiplier
+// 1 / (s * (1 / global)) (0 when s is 0), and whether its elements are encoded (s not NaN).
+struct Nvfp4Block {
+  std::uint8_t scale = 0;
+  float multiplier = 0.0f;
+  bool encode = false;
+};
+ARFUSE_API Nvfp4Block nvfp4_block_of(float amax, float global);
+
+struct ARFUSE_API Nvfp4Outputs {
+  std::vector<std::uint8_t> packed;  // [tokens, hidden / 2]: element 2k in the low nibble
+  std::vector<std::uint8_t> scales;  // E4M3, nvfp4_scale_count bytes in the layout (padding 0)
+};
+
+// Where the scale of (token, column) goes, and how many scale bytes a call writes: row-major
+// [tokens, hidden / 16], or the swizzled 128x4 layout with rows padded to 128 and columns to 4.
+ARFUSE_API std::size_t nvfp4_scale_index(int token, int column, int tokens, int hidden, ScaleLayout layout);
+ARFUSE_API std::size_t nvfp4_scale_count(int tokens, int hidden, ScaleLayout layout);
+
+// Step 7e. Throws Error unless 16 divides hidden.
+ARFUSE_API Nvfp4Outputs nvfp4_quant(int hidden, DType dtype, int tokens, const Bits16& y, float global,
+                                    ScaleLayout layout);
 
 }  // namespace arfuse::reference

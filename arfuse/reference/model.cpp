@@ -119,13 +119,13 @@ EpilogueOutputs epilogue(const EpilogueConfig& c, int tokens, const Bits16& ar, 
   const Layout l = layout_for(c);
   const bool quant = c.mode.quant != Quant::none;
   const bool token_fp8 = c.mode.quant == Quant::fp8 || c.mode.quant == Quant::fp8_mirror;
-  const bool block_scaled = is_group_fp8(c.mode.quant) || is_mxfp4(c.mode.quant);
+  const bool block_scaled = is_group_fp8(c.mode.quant) || packs_fp4(c.mode.quant) || is_static_fp8(c.mode.quant);
   EpilogueOutputs o;
   o.residual_out.resize(n);
   if (token_fp8) o.q.resize(n), o.scales.resize(size_t(tokens));
   if (!quant) o.out.resize(n);
   if (writes_mirror(c.mode.quant)) o.mirror.resize(n);
-  Bits16 all_y(block_scaled ? n : 0);  // 7b and 7c quantise y after every row is normalised
+  Bits16 all_y(block_scaled ? n : 0);  // 7b-7e quantise y after every row is normalised
   std::vector<float> g(size_t(c.hidden)), res(size_t(c.hidden)), y(size_t(c.hidden));
   for (int i = 0; i < c.hidden; ++i) {
     g[i] = widen(weight[i], c.dtype);
@@ -157,6 +157,13 @@ EpilogueOutputs epilogue(const EpilogueConfig& c, int tokens, const Bits16& ar, 
   if (is_mxfp4(c.mode.quant)) {
     auto mx = mxfp4_quant(c.hidden, c.dtype, tokens, all_y);
     o.q = std::move(mx.packed), o.scale_bytes = std::move(mx.scales);
+  }
+  if (is_static_fp8(c.mode.quant)) {
+    o.q = static_fp8_quant(c.hidden, c.dtype, c.target.fp8_format(), tokens, all_y, c.quant_scale);
+  }
+  if (is_nvfp4(c.mode.quant)) {
+    auto nv = nvfp4_quant(c.hidden, c.dtype, tokens, all_y, c.quant_scale, c.mode.scale_layout);
+    o.q = std::move(nv.packed), o.scale_bytes = std::move(nv.scales);
   }
   return o;
 }

@@ -26,14 +26,15 @@ struct ARFUSE_API EpilogueConfig {
   EpilogueMode mode;
   float eps = 1e-6f;
   Target target = Target::parse("sm_90");
+  float quant_scale = 1.0f;  // fp8_static: the scale; nvfp4: the global scale
 };
 
 struct ARFUSE_API EpilogueOutputs {
   Bits16 residual_out;
   Bits16 out;                             // quant none
-  std::vector<std::uint8_t> q;            // fp8 bytes, or packed E2M1 (mxfp4) [tokens, hidden / 2]
+  std::vector<std::uint8_t> q;            // fp8 bytes, or packed E2M1 (mxfp4, nvfp4) [tokens, hidden / 2]
   std::vector<float> scales;              // fp8 [tokens]; fp8_group with fp32 / UE8M0-as-fp32 scales
-  std::vector<std::uint8_t> scale_bytes;  // fp8_group with E8M0 scales; mxfp4
+  std::vector<std::uint8_t> scale_bytes;  // fp8_group with E8M0 scales; mxfp4; nvfp4 (its layout)
   Bits16 mirror;                          // the _mirror modes
 };
 
@@ -42,7 +43,7 @@ struct ARFUSE_API EpilogueOutputs {
 // place elements next to a rounding tie on purpose.
 ARFUSE_API float inverse_norm(const EpilogueConfig& config, const float* res_row);
 
-// Steps 2-7 (7b, 7c for the block-scaled modes) for `tokens` rows of the already reduced tensor `ar`.
+// Steps 2-7 (7b-7e for the block-scaled and static modes) for `tokens` rows of the already reduced tensor `ar`.
 ARFUSE_API EpilogueOutputs epilogue(const EpilogueConfig& config, int tokens, const Bits16& ar,
                                     const Bits16& residual_in, const Bits16& weight);
 

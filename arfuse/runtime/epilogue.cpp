@@ -45,9 +45,20 @@ void launch_rmsnorm_quant(const LaunchableKernel& k, const RmsnormQuantArgs& a, 
   int tokens = a.tokens;
   int scale_row_stride = strides.row, scale_group_stride = strides.group;
   RowStrides rows = detail::row_strides(a);
-  void* params[] = {
-      &in,  &res_in, &res_out, &weight, &eps, &out, &scales, &mirror, &tokens, &scale_row_stride, &scale_group_stride,
-      &rows};
+  const float* quant_scale = detail::quant_scale(a);
+  void* params[] = {&in,
+                    &res_in,
+                    &res_out,
+                    &weight,
+                    &eps,
+                    &out,
+                    &scales,
+                    &mirror,
+                    &tokens,
+                    &scale_row_stride,
+                    &scale_group_stride,
+                    &rows,
+                    &quant_scale};
   k.kernel.launch(unsigned(a.tokens), stream, params, a.pdl);
 }
 
@@ -58,7 +69,8 @@ void launch_group_quant(const LaunchableKernel& k, const GroupQuantArgs& a, cons
   void* scales = a.scales;
   int tokens = a.tokens, scale_row_stride = strides.row, scale_group_stride = strides.group;
   RowStrides rows = detail::row_strides(a);
-  void* params[] = {&in, &out, &scales, &tokens, &scale_row_stride, &scale_group_stride, &rows};
+  const float* quant_scale = detail::quant_scale(a);
+  void* params[] = {&in, &out, &scales, &tokens, &scale_row_stride, &scale_group_stride, &rows, &quant_scale};
   k.kernel.launch(unsigned(a.tokens), stream, params, a.pdl);
 }
 

@@ -15,6 +15,13 @@ namespace arfuse {
 
 detail::ScaleStrides detail::scale_strides(const EpilogueMode& mode, int tokens, int hidden) {
   if (is_mxfp4(mode.quant)) return {hidden / kMxBlockSize, 1};
+  if (is_nvfp4(mode.quant)) {
+    const int columns = hidden / kNvfp4BlockSize;
+    return mode.scale_layout == ScaleLayout::swizzled_128x4
+               ? ScaleStrides{(columns + kSwizzleColumns - 1) / kSwizzleColumns, 0}  // tiles per row; 0: swizzled
+               : ScaleStrides{columns, 1};
+  }
+  if (is_static_fp8(mode.quant)) return {0, 0};
   if (is_group_fp8(mode.quant)) {
     return mode.scale_layout == ScaleLayout::row_major ? ScaleStrides{hidden / mode.group_size, 1}
                                                        : ScaleStrides{1, tokens};
@@ -35,10 +42,25 @@ RowStrides input_output_strides(int input_stride, int out_stride, int hidden, in
 
 RowStrides detail::row_strides(const RmsnormQuantArgs& a) {
   const int out_width = or_width(a.out_width, a.hidden);
-  const int out_row = is_mxfp4(a.mode.quant) ? a.hidden / 2 : out_width;
+  const int out_row = packs_fp4(a.mode.quant) ? a.hidden / 2 : out_width;
   return RowStrides{or_width(a.input_stride, a.hidden),        or_width(a.residual_in_stride, a.hidden),
                     or_width(a.residual_out_stride, a.hidden), or_width(a.out_stride, out_row),
                     or_width(a.mirror_stride, a.hidden),       out_width};
+}
+
+const float* detail::quant_scale(const RmsnormQuantArgs& a) {
+  return is_nvfp4(a.mode.quant) ? a.global_scale : a.static_scale;
+}
+
+const float* detail::quant_scale(const GroupQuantArgs& a) {
+  return is_nvfp4(a.mode.quant) ? a.global_scale : a.static_scale;
+}
+
+long long nvfp4_scale_bytes(int tokens, int hidden, ScaleLayout layout) {
+  const long long columns = hidden / kNvfp4BlockSize;
+  if (layout != ScaleLayout::swizzled_128x4) return tokens * columns;
+  const long long rows = (tokens + kSwizzleRows - 1LL) / kSwizzleRows * kSwizzleRows;
+  return rows * ((columns + kSwizzleColumns - 1) / kSwizzleColumns * kSwizzleColumns);
 }
 
 RowStrides detail::row_strides(const AllreduceArgs& a) {
@@ -50,7 +72,8 @@ RowStrides detail::row_strides(const TokenQuantArgs& a) {
 }
 
 RowStrides detail::row_strides(const GroupQuantArgs& a) {
-  return input_output_strides(a.input_stride, a.out_stride, a.hidden, is_mxfp4(a.mode.quant) ? a.hidden / 2 : a.hidden);
+  return input_output_strides(a.input_stride, a.out_stride, a.hidden,
+                              packs_fp4(a.mode.quant) ? a.hidden / 2 : a.hidden);
 }
 
 namespace {
@@ -121,6 +144,7 @@ FusedArgs epilogue_fused_args(const Rank& rank, const AllreduceRmsnormArgs& a) {
   f.out = a.out, f.scales = a.scales, f.mirror = a.mirror;
   const detail::ScaleStrides scale = detail::scale_strides(a.mode, a.tokens, a.hidden);
   f.scale_row_stride = scale.row, f.scale_group_stride = scale.group;
+  f.quant_scale = detail::quant_scale(a);
   return f;
 }
 

@@ -30,6 +30,9 @@ ARFUSE_API RowStrides row_strides(const RmsnormQuantArgs& args);
 ARFUSE_API RowStrides row_strides(const AllreduceArgs& args);
 ARFUSE_API RowStrides row_strides(const TokenQuantArgs& args);
 ARFUSE_API RowStrides row_strides(const GroupQuantArgs& args);
+// The scale pointer the kernel reads: static_scale (fp8_static), global_scale (nvfp4), else null.
+ARFUSE_API const float* quant_scale(const RmsnormQuantArgs& args);
+ARFUSE_API const float* quant_scale(const GroupQuantArgs& args);
 
 }  // namespace detail
 }  // namespace arfuse

@@ -11,7 +11,7 @@
 namespace arfuse {
 
 std::string describe_call(unsigned long long d) {
-  const auto quant = Quant(std::min(call_quant(d), unsigned(kQuantMxfp4Mirror)));
+  const auto quant = Quant(std::min(call_quant(d), unsigned(kQuantNvfp4Mirror)));
   const auto norm = Norm(call_norm(d));
   std::string mode = " (plain all-reduce)";
   if (call_epilogue(d)) {
@@ -20,6 +20,7 @@ std::string describe_call(unsigned long long d) {
       const auto format = ScaleFormat(std::min(call_scale_format(d), unsigned(kScaleE8m0)));
       mode += fmt::format(" (group {}, {} scales)", call_group(d), to_string(format));
     }
+    if (is_nvfp4(quant)) mode += call_scale_format(d) == 1 ? " (swizzled scales)" : " (linear scales)";
     mode += fmt::format(", norm {}", to_string(norm));
   }
   return fmt::format("{} x {} {}{}, stage {}", call_tokens(d), call_hidden(d), call_bf16(d) ? "bf16" : "f16", mode,

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string_view>
 
 #include "arfuse/base/names.hpp"
 #include "arfuse/error.hpp"
@@ -60,12 +61,34 @@ void require_epilogue_tensors(const Args& a, const char* input_role) {
   require_pointer(a.out, "out", "(the normalised output)");
   detail::require_aligned(a.scales, "scales");
   detail::require_aligned(a.mirror, "mirror");
-  if (a.mode.quant != Quant::none && a.scales == nullptr) {
+  if (a.mode.quant != Quant::none && !is_static_fp8(a.mode.quant) && a.scales == nullptr) {
     throw Error(fmt::format("scales is null; it is required with quant {}", a.mode.quant));
   }
   if (writes_mirror(a.mode.quant) && a.mirror == nullptr) {
     throw Error(fmt::format("mirror is null; it is required with quant {}", a.mode.quant));
   }
+}
+
+// The call's scale pointer: static_scale for fp8_static, global_scale for nvfp4 (4-byte aligned
+// fp32 device pointers); the other modes take neither.
+template <typename Args>
+void require_quant_scale(const Args& a) {
+  const auto require = [&](const float* p, const char* name, bool needed) {
+    if (needed && p == nullptr) {
+      throw Error(fmt::format("{} is null; quant {} reads its fp32 {} from it", name, a.mode.quant,
+                              is_nvfp4(a.mode.quant) ? "global scale" : "scale"));
+    }
+    if (!needed && p != nullptr) {
+      throw Error(fmt::format(
+          "{} is set, but quant {} reads no {}: it is for {}", name, a.mode.quant, name,
+          std::string_view(name) == "global_scale" ? "nvfp4 and nvfp4_mirror" : "fp8_static and fp8_static_mirror"));
+    }
+    if (p != nullptr && reinterpret_cast<std::uintptr_t>(p) % alignof(float) != 0) {
+      throw Error(fmt::format("{} ({}) is not 4-byte aligned", name, static_cast<const void*>(p)));
+    }
+  };
+  require(a.static_scale, "static_scale", is_static_fp8(a.mode.quant));
+  require(a.global_scale, "global_scale", is_nvfp4(a.mode.quant));
 }
 
 // A row stride: 0 (contiguous), the row's width, or wider and a multiple of 16 bytes (every row
@@ -91,10 +114,10 @@ void require_epilogue_layout(const RmsnormQuantArgs& a) {
       throw Error(fmt::format("out_width is {}; it must be 0 (hidden) or a multiple of 8 of at least hidden ({})",
                               a.out_width, a.hidden));
     }
-    if (a.mode.quant != Quant::none && a.mode.quant != Quant::fp8 && a.mode.quant != Quant::fp8_mirror) {
+    if (a.mode.quant != Quant::none && !is_token_fp8(a.mode.quant) && !is_static_fp8(a.mode.quant)) {
       throw Error(
-          fmt::format("out_width is {} with quant {}: only quant none, fp8 and fp8_mirror write padded rows "
-                      "(the block-scaled modes' scales cover the hidden columns only)",
+          fmt::format("out_width is {} with quant {}: only quant none, fp8, fp8_static and their mirrors write "
+                      "padded rows (the block-scaled modes' scales cover the hidden columns only)",
                       a.out_width, a.mode.quant));
     }
   }
@@ -103,7 +126,7 @@ void require_epilogue_layout(const RmsnormQuantArgs& a) {
   require_row_stride("residual_in_stride", a.residual_in_stride, a.hidden, t_bytes);
   require_row_stride("residual_out_stride", a.residual_out_stride, a.hidden, t_bytes);
   require_row_stride("mirror_stride", a.mirror_stride, a.hidden, t_bytes);
-  if (is_mxfp4(a.mode.quant)) {
+  if (packs_fp4(a.mode.quant)) {
     require_row_stride("out_stride", a.out_stride, a.hidden / 2, 1);
   } else {
     require_row_stride("out_stride", a.out_stride, width, a.mode.quant == Quant::none ? t_bytes : 1);
@@ -118,6 +141,7 @@ void validate_args(const AllreduceRmsnormArgs& a, int max_tokens, int max_hidden
   detail::require_eps(a.eps);
   if (a.tokens > 0) require_epilogue_tensors(a, "(this rank's contribution)");
   a.mode.validate(a.hidden);
+  if (a.tokens > 0) require_quant_scale(a);
   require_max_hidden(a.hidden, max_hidden);
   require_epilogue_layout(a);
 }
@@ -140,25 +164,27 @@ void validate_args(const RmsnormQuantArgs& a) {
   detail::require_eps(a.eps);
   if (a.tokens > 0) require_epilogue_tensors(a, "(the reduced tensor)");
   a.mode.validate(a.hidden);
+  if (a.tokens > 0) require_quant_scale(a);
   require_epilogue_layout(a);
 }
 
 void validate_args(const GroupQuantArgs& a) {
   if (!jit::takes_quant(jit::Module::group_quant, a.mode.quant)) {
     throw Error(
-        fmt::format("group_quant takes quant fp8_group or mxfp4, not {} (the mirror modes belong to the "
-                    "epilogue kernels)",
+        fmt::format("group_quant takes quant fp8_group, mxfp4, fp8_static or nvfp4, not {} (the mirror modes "
+                    "belong to the epilogue kernels)",
                     a.mode.quant));
   }
   detail::require_tokens(a.tokens);
   if (a.tokens > 0) {
     require_pointer(a.input, "input", "(the tensor to quantise)");
     require_pointer(a.out, "out", "(the quantised output)");
-    require_pointer(a.scales, "scales", "(the group scales)");
+    if (!is_static_fp8(a.mode.quant)) require_pointer(a.scales, "scales", "(the group scales)");
   }
   a.mode.validate(a.hidden);
+  if (a.tokens > 0) require_quant_scale(a);
   require_row_stride("input_stride", a.input_stride, a.hidden, element_bytes(a.dtype));
-  require_row_stride("out_stride", a.out_stride, is_mxfp4(a.mode.quant) ? a.hidden / 2 : a.hidden, 1);
+  require_row_stride("out_stride", a.out_stride, packs_fp4(a.mode.quant) ? a.hidden / 2 : a.hidden, 1);
 }
 
 void validate_args(const TokenQuantArgs& a) {
@@ -203,7 +229,7 @@ bool input_output_view(int input_stride, int out_stride, int hidden, int out_row
 }  // namespace
 
 bool is_view(const RmsnormQuantArgs& a) {
-  const int out_row = is_mxfp4(a.mode.quant) ? a.hidden / 2 : a.hidden;
+  const int out_row = packs_fp4(a.mode.quant) ? a.hidden / 2 : a.hidden;
   return strided(a.input_stride, a.hidden) || strided(a.residual_in_stride, a.hidden) ||
          strided(a.residual_out_stride, a.hidden) || strided(a.mirror_stride, a.hidden) ||
          strided(a.out_stride, out_row) || strided(a.out_width, a.hidden);
@@ -214,7 +240,7 @@ bool is_view(const AllreduceArgs& a) { return input_output_view(a.input_stride, 
 bool is_view(const TokenQuantArgs& a) { return input_output_view(a.input_stride, a.out_stride, a.hidden, a.hidden); }
 
 bool is_view(const GroupQuantArgs& a) {
-  return input_output_view(a.input_stride, a.out_stride, a.hidden, is_mxfp4(a.mode.quant) ? a.hidden / 2 : a.hidden);
+  return input_output_view(a.input_stride, a.out_stride, a.hidden, packs_fp4(a.mode.quant) ? a.hidden / 2 : a.hidden);
 }
 
 namespace {

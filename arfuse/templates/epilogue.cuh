@@ -242,19 +242,99 @@ __device__ __forceinline__ void quantize_mx(const Vec16 (&y)[VPT], u8* out, u8* 
   });
 }
 
-// Step 7b or 7c of one row; `scales` is the row's first scale (row_scales).
-template <typename T, int H, int THREADS, int VPT, int QUANT, int GROUP, int SCALE>
-__device__ __forceinline__ void quantize_block_scaled(const Vec16 (&y)[VPT], u8* out, void* scales, int group_stride) {
-  if constexpr (kQuantIsMxfp4<QUANT>) {
-    quantize_mx<T, H, THREADS, VPT>(y, out, static_cast<u8*>(scales), group_stride);
-  } else {
-    quantize_groups<T, H, THREADS, VPT, GROUP, SCALE>(y, out, scales, group_stride);
+// Step 7d: static per-tensor FP8, q = fp8(y * inverse) with inverse = 1 / scale (the form the
+// engines' kernels use, so their bytes): no amax, no scale written.
+template <typename T, int H, int THREADS, int VPT>
+__device__ __forceinline__ void quantize_static(const Vec16 (&y)[VPT], u8* out, float inverse) {
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    if (!owns_vector<H, THREADS>(k)) continue;
+    float v[8];
+    unpack8<T>(y[k], v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = v[j] * inverse;
+    store8(out + (threadIdx.x + k * THREADS) * 8, pack_fp8x8(v));
   }
 }
 
-// The first scale of `row`: scales hold bytes (E8M0, MXFP4) or floats, row_stride apart.
+// The call's scale for the modes that read one (fp8_static: its inverse; nvfp4: the global
+// scale and its inverse), read where the kernel runs so that a graph replays with what the
+// pointer holds then.
+struct QuantScale {
+  float value = 1.0f, inverse = 1.0f;
+};
+template <int QUANT>
+__device__ __forceinline__ float load_quant_scale(const float* scale) {
+  if constexpr (kQuantIsStaticFp8<QUANT> || kQuantIsNvfp4<QUANT>) return *scale;
+  return 1.0f;
+}
+template <int QUANT>
+__device__ __forceinline__ QuantScale quant_scale_of(float value) {
+  QuantScale s;
+  if constexpr (kQuantIsStaticFp8<QUANT> || kQuantIsNvfp4<QUANT>) s.value = value, s.inverse = 1.0f / value;
+  return s;
+}
+template <int QUANT>
+__device__ __forceinline__ QuantScale read_quant_scale(const float* scale) {
+  return quant_scale_of<QUANT>(load_quant_scale<QUANT>(scale));
+}
+
+// Where NVFP4 scales go: `scales` is the row's first (row_scales; for the swizzled layout the
+// row's part of the offset); swizzled_tiles: 0 for the linear layout [tokens, H / 16], else the
+// swizzled layout's tiles per row.
+__device__ __forceinline__ int nvfp4_column_offset(int column, int swizzled_tiles) {
+  return swizzled_tiles ? swizzled_column_offset(column) : column;
+}
+
+// Step 7e: NVFP4. out: the row's packed elements (H / 2 bytes); blocks of 16 elements are two
+// lanes' vectors. In the swizzled layout the row's padding columns (to a multiple of 4) are zeros.
+template <typename T, int H, int THREADS, int VPT>
+__device__ __forceinline__ void quantize_nvfp4(const Vec16 (&y)[VPT], u8* out, u8* scales, int swizzled_tiles,
+                                               QuantScale global) {
+  static_assert(H % kNvfp4BlockSize == 0, "NVFP4 needs H divisible by 16");
+  constexpr int kColumns = H / kNvfp4BlockSize, kLanes = kNvfp4BlockSize / 8;
+  for_each_owned_vector<T, H, THREADS, VPT, kNvfp4BlockSize>(y, [&](int k, int vec, float amax) {
+    const Nvfp4Block block = nvfp4_block(amax, global.value, global.inverse);
+    u32 packed = 0;
+    if (block.encode) {
+      float v[8];
+      unpack8<T>(y[k], v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) packed |= nvfp4_code(v[j] * block.multiplier) << (4 * j);  // element 2i: low nibble
+    }
+    *reinterpret_cast<u32*>(out + vec * 4) = packed;
+    if (vec % kLanes != 0) return;
+    const int column = vec / kLanes;
+    scales[nvfp4_column_offset(column, swizzled_tiles)] = u8(block.scale_code);
+    if constexpr (kColumns % kSwizzleColumns != 0) {
+      if (swizzled_tiles && column == kColumns - 1) {
+        for (int c = kColumns; c % kSwizzleColumns != 0; ++c) scales[swizzled_column_offset(c)] = 0;
+      }
+    }
+  });
+}
+
+// The swizzled layout's padding rows [tokens, tokens rounded up to 128) as zeros, spread over the
+// grid's blocks: one 4-byte word per row and tile.
+template <int THREADS>
+__device__ __forceinline__ void zero_swizzled_padding_rows(u8* scales, int tokens, int swizzled_tiles) {
+  const int padded = (tokens + kSwizzleRows - 1) / kSwizzleRows * kSwizzleRows;
+  const int words = (padded - tokens) * swizzled_tiles;
+  for (int i = blockIdx.x * THREADS + threadIdx.x; i < words; i += gridDim.x * THREADS) {
+    const int row = tokens + i / swizzled_tiles, tile = i % swizzled_tiles;
+    *reinterpret_cast<u32*>(scales + swizzled_row_offset(row, swizzled_tiles) + tile * kSwizzleTileBytes) = 0;
+  }
+}
+
+// The first scale of `row`: scales hold bytes (E8M0, MXFP4, NVFP4) or floats, row_stride apart;
+// NVFP4's swizzled layout (group_stride 0) places the row by swizzled_row_offset, row_stride its
+// tiles per row.
 template <int QUANT, int SCALE>
-__device__ __forceinline__ void* row_scales(void* scales, int row, int row_stride) {
+__device__ __forceinline__ void* row_scales(void* scales, int row, int row_stride, int group_stride) {
+  if constexpr (kQuantIsNvfp4<QUANT>) {
+    return static_cast<u8*>(scales) +
+           (group_stride == 0 ? swizzled_row_offset(row, row_stride) : (long long)row * row_stride);
+  }
   const long long offset = (long long)row * row_stride;
   if constexpr (SCALE == kScaleE8m0 || kQuantIsMxfp4<QUANT>) return static_cast<u8*>(scales) + offset;
   return static_cast<float*>(scales) + offset;
@@ -266,7 +346,7 @@ inline constexpr int kOutUnitBytes = QUANT == kQuantNone ? int(sizeof(T)) : 1;
 
 // Bytes of one row of a contiguous `out`.
 template <typename T, int H, int QUANT>
-inline constexpr long long kOutRowBytes = kQuantIsMxfp4<QUANT> ? H / 2 : H*(long long)kOutUnitBytes<T, QUANT>;
+inline constexpr long long kOutRowBytes = kQuantPacksFp4<QUANT> ? H / 2 : H*(long long)kOutUnitBytes<T, QUANT>;
 
 // Where row `row` of each caller tensor starts, in its elements (out_bytes: in bytes). VIEWS (the
 // spec's views field): the strides the call passed; otherwise every tensor is contiguous and out
@@ -290,11 +370,11 @@ struct RowOffsets {
   __device__ __forceinline__ int out_width() const { return VIEWS ? s.out_width : H; }
 };
 
-// Zeros over columns [H, width) of one row of `out`, T or per-token FP8 (width: a multiple of 8;
-// the block-scaled modes take no padding).
+// Zeros over columns [H, width) of one row of `out`, T or per-tensor or per-token FP8 (width: a
+// multiple of 8; the block-scaled modes take no padding).
 template <typename T, int H, int THREADS, int QUANT>
 __device__ __forceinline__ void zero_padding(void* out_row, int width) {
-  if constexpr (QUANT == kQuantNone || kQuantIsTokenFp8<QUANT>) {
+  if constexpr (QUANT == kQuantNone || kQuantIsTokenFp8<QUANT> || kQuantIsStaticFp8<QUANT>) {
     // A constant H (contiguous kernels) drops the loop here: the compiler cannot tell that the
     // signed loop index below never starts negative.
     if (width <= H) return;
@@ -306,16 +386,52 @@ __device__ __forceinline__ void zero_padding(void* out_row, int width) {
 }
 
 // Outputs of one row; pointers already offset to the row. `out` is T (no quant), fp8 bytes, or
-// packed E2M1 (MXFP4), out_width columns of it (zeros after H).
+// packed E2M1 (MXFP4, NVFP4), out_width columns of it (zeros after H).
 template <typename T>
 struct RowOutputs {
   T* residual_out;
   void* out;
   int out_width;
-  void* scale;             // the row's first scale: float (per-token and group FP8), byte (E8M0, MXFP4)
-  int scale_group_stride;  // elements between the row's group scales
+  void* scale;             // the row's first scale: float (per-token and group FP8), byte (E8M0, MXFP4, E4M3)
+  int scale_group_stride;  // elements between the row's group scales (NVFP4: 1 linear, 0 swizzled)
+  int swizzled_tiles;      // NVFP4's swizzled layout: tiles per row (0: linear)
+  QuantScale quant_scale;  // fp8_static, nvfp4
   T* mirror;               // the _mirror modes only
 };
+
+// The scale fields of a row's outputs: where its scales go (row_scales), and the call's scale.
+template <typename T, int QUANT, int SCALE>
+__device__ __forceinline__ void place_row_scales(RowOutputs<T>& o, void* scales, int row, int row_stride,
+                                                 int group_stride, QuantScale quant_scale) {
+  o.scale = row_scales<QUANT, SCALE>(scales, row, row_stride, group_stride);
+  o.scale_group_stride = group_stride;
+  o.swizzled_tiles = kQuantIsNvfp4<QUANT> && group_stride == 0 ? row_stride : 0;
+  o.quant_scale = quant_scale;
+}
+
+// Step 7b, 7c, 7d or 7e of a row that is y: the quantisers that need no block reduction (the
+// epilogue's last step, and group_quant's whole work).
+template <typename T, int H, int THREADS, int VPT, int QUANT, int GROUP, int SCALE>
+__device__ __forceinline__ void quantize_without_reduction(const Vec16 (&y)[VPT], const RowOutputs<T>& row) {
+  u8* out = static_cast<u8*>(row.out);
+  if constexpr (kQuantIsMxfp4<QUANT>) {
+    quantize_mx<T, H, THREADS, VPT>(y, out, static_cast<u8*>(row.scale), row.scale_group_stride);
+  } else if constexpr (kQuantIsGroupFp8<QUANT>) {
+    quantize_groups<T, H, THREADS, VPT, GROUP, SCALE>(y, out, row.scale, row.scale_group_stride);
+  } else if constexpr (kQuantIsStaticFp8<QUANT>) {
+    quantize_static<T, H, THREADS, VPT>(y, out, row.quant_scale.inverse);
+  } else if constexpr (kQuantIsNvfp4<QUANT>) {
+    quantize_nvfp4<T, H, THREADS, VPT>(y, out, static_cast<u8*>(row.scale), row.swizzled_tiles, row.quant_scale);
+  }
+}
+
+// NVFP4's swizzled padding rows, by every block of a kernel that quantises rows [0, tokens).
+template <int THREADS, int QUANT>
+__device__ __forceinline__ void zero_scale_padding(void* scales, int tokens, int row_stride, int group_stride) {
+  if constexpr (kQuantIsNvfp4<QUANT>) {
+    if (group_stride == 0) zero_swizzled_padding_rows<THREADS>(static_cast<u8*>(scales), tokens, row_stride);
+  }
+}
 
 // The weight, copied into shared memory by stage_weight while the row's loads are in flight:
 // step 5's read after the reductions is then a shared-memory hit instead of an L1/L2 round trip
@@ -418,12 +534,11 @@ __device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16
     if (QUANT == kQuantNone) store16(static_cast<T*>(row.out) + vec * 8, y[k]);
     if (kQuantWritesMirror<QUANT>) store16(row.mirror + vec * 8, y[k]);
   }
-  // Step 7, 7b or 7c.
+  // Step 7 (7b-7e).
   if constexpr (kQuantIsTokenFp8<QUANT>) {
     quantize_row<T, H, THREADS, VPT>(y, static_cast<u8*>(row.out), static_cast<float*>(row.scale), scratch);
-  } else if constexpr (kQuantIsGroupFp8<QUANT> || kQuantIsMxfp4<QUANT>) {
-    quantize_block_scaled<T, H, THREADS, VPT, QUANT, GROUP, SCALE>(y, static_cast<u8*>(row.out), row.scale,
-                                                                   row.scale_group_stride);
+  } else {
+    quantize_without_reduction<T, H, THREADS, VPT, QUANT, GROUP, SCALE>(y, row);
   }
   zero_padding<T, H, THREADS, QUANT>(row.out, row.out_width);
 }

@@ -136,7 +136,8 @@ __device__ __forceinline__ void store_row(T* row, const Vec16 (&v)[VPT]) {
 // The result of one reduced row: the epilogue, or (plain all-reduce) the sum itself.
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, bool EPILOGUE, bool VIEWS>
 __device__ __forceinline__ void finish_row(const FusedArgs& a, int row, const Vec16 (&ar)[VPT],
-                                           const Vec16 (&residual)[VPT], StagedWeight weight, ReduceScratch& scratch) {
+                                           const Vec16 (&residual)[VPT], StagedWeight weight, QuantScale quant_scale,
+                                           ReduceScratch& scratch) {
   const RowOffsets<T, H, EPILOGUE ? QUANT : kQuantNone, VIEWS> at{a.strides};
   if (!EPILOGUE) {
     store_row<T, H, THREADS, VPT>(static_cast<T*>(a.out) + at.out(row), ar);
@@ -146,8 +147,7 @@ __device__ __forceinline__ void finish_row(const FusedArgs& a, int row, const Ve
   outputs.residual_out = static_cast<T*>(a.residual_out) + at.residual_out(row);
   outputs.out = static_cast<u8*>(a.out) + at.out_bytes(row);
   outputs.out_width = at.out_width();
-  outputs.scale = row_scales<QUANT, SCALE>(a.scales, row, a.scale_row_stride);
-  outputs.scale_group_stride = a.scale_group_stride;
+  place_row_scales<T, QUANT, SCALE>(outputs, a.scales, row, a.scale_row_stride, a.scale_group_stride, quant_scale);
   outputs.mirror = static_cast<T*>(a.mirror) + (kQuantWritesMirror<QUANT> ? at.mirror(row) : 0);
   // The later residual_out store that rmsnorm_quant uses for fp8_group cost this kernel 2.7-7 %
   // (docs/performance-notes.md section 20).
@@ -175,7 +175,8 @@ __device__ __forceinline__ void stage_own_rows(const FusedArgs& a) {
 // Stage 1: every row of this block, folded from all staging buffers, then its epilogue.
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, int W, bool EPILOGUE,
           bool VIEWS>
-__device__ __forceinline__ void reduce_rows(const FusedArgs& a, StagedWeight weight, ReduceScratch& scratch) {
+__device__ __forceinline__ void reduce_rows(const FusedArgs& a, StagedWeight weight, QuantScale quant_scale,
+                                            ReduceScratch& scratch) {
   const RowOffsets<T, H, QUANT, VIEWS> at{a.strides};
   for (int row = blockIdx.x; row < a.tokens; row += gridDim.x) {
     Vec16 residual[VPT];
@@ -184,7 +185,8 @@ __device__ __forceinline__ void reduce_rows(const FusedArgs& a, StagedWeight wei
     }
     Vec16 x[VPT];
     fold_row<T, H, THREADS, VPT, W, kFoldPairAdd<T, QUANT, EPILOGUE>>(a.peers, (long long)row * H, x);
-    finish_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, EPILOGUE, VIEWS>(a, row, x, residual, weight, scratch);
+    finish_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, EPILOGUE, VIEWS>(a, row, x, residual, weight, quant_scale,
+                                                                               scratch);
   }
 }
 
@@ -202,10 +204,12 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
   Signal* self = a.peers.signal[a.rank];
   u32 epoch = self->epoch[blockIdx.x];  // read by all before any write (the write is last)
   const u32 error_at_start = *static_cast<const volatile u32*>(&self->error);
-  const u64 call = a.check_call
-                       ? call_descriptor(a.tokens, H, kIsBf16<T>, QUANT, NORM, STAGE, EPILOGUE,
-                                         kQuantIsGroupFp8<QUANT> ? GROUP : 0, kQuantIsGroupFp8<QUANT> ? SCALE : 0)
-                       : 0;
+  const u64 call = a.check_call ? call_descriptor(a.tokens, H, kIsBf16<T>, QUANT, NORM, STAGE, EPILOGUE,
+                                                  kQuantIsGroupFp8<QUANT> ? GROUP : 0,
+                                                  kQuantIsGroupFp8<QUANT> ? SCALE
+                                                  : kQuantIsNvfp4<QUANT>  ? unsigned(a.scale_group_stride == 0)
+                                                                          : 0u)
+                                : 0;
   // The previous call's exit barrier guarantees no peer still reads the staging buffer.
   if (a.input != nullptr) stage_own_rows<T, H, THREADS, VPT, W, STAGE, VIEWS>(a);
   // Once per block for all its rows, in flight while the block waits at the entry barrier.
@@ -213,6 +217,8 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
   StagedWeight weight{staged_weight};
   if constexpr (EPILOGUE) weight = stage_weight<T, H, THREADS, VPT>(static_cast<const T*>(a.weight), staged_weight);
 
+  // In flight across the barrier: the call's scale, for the modes that read one.
+  const float scale_value = EPILOGUE ? load_quant_scale<QUANT>(a.quant_scale) : 1.0f;
   const bool entered = cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierEntry, call, call != 0,
                                              error_at_start, failed);
   // No path leaves the kernel with the weight's copy in flight (a failed barrier returns early);
@@ -220,8 +226,11 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
   weight.wait();
   if (entered) {
     let_next_kernel_start();  // every rank's blocks are resident now
+    const QuantScale quant_scale = quant_scale_of<QUANT>(scale_value);
+    if constexpr (EPILOGUE)
+      zero_scale_padding<THREADS, QUANT>(a.scales, a.tokens, a.scale_row_stride, a.scale_group_stride);
     if (STAGE == 1) {
-      reduce_rows<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, W, EPILOGUE, VIEWS>(a, weight, scratch);
+      reduce_rows<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, W, EPILOGUE, VIEWS>(a, weight, quant_scale, scratch);
     } else {
       const int share = (a.tokens + W - 1) / W;
       const int first = a.rank * share, last = min(a.tokens, first + share);
@@ -245,7 +254,7 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
             Vec16 x[VPT];
             load_row_l2<T, H, THREADS, VPT>(static_cast<const T*>(a.peers.gather[a.rank]) + (long long)row * H, x);
             finish_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, EPILOGUE, VIEWS>(a, row, x, residual, weight,
-                                                                                       scratch);
+                                                                                       quant_scale, scratch);
           }
         }
       }

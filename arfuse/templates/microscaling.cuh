@@ -1,10 +1,12 @@
-// The bit-level steps of block-scaled quantisation (contract steps 7b and 7c) that the kernels
-// run, shared with the host build so that tests/cpu/quant.cpp checks this very code
+// The bit-level steps of block-scaled quantisation (contract steps 7b, 7c and 7e) that the
+// kernels run, shared with the host build so that tests/cpu/quant.cpp checks this very code
 // against the reference model over every bf16 value and every exponent: UE8M0 rounding of a
-// scale, floor(log2) of an amax, and the E2M1 code of an element. Plain C++ on the host.
+// scale, floor(log2) of an amax, the E2M1 code of an element, and NVFP4's E4M3 block scale.
+// Plain C++ on the host.
 #pragma once
 
 #include "host_device.cuh"
+#include "limits.cuh"
 
 namespace arfuse {
 
@@ -116,6 +118,79 @@ ARFUSE_HOST_DEVICE inline unsigned e2m1_vector_bytes(const unsigned (&y)[4], uns
   low |= low >> 12;
   high |= high >> 12;
   return byte_perm(low, high, 0x5410u);
+}
+
+// ---- NVFP4 (contract step 7e) --------------------------------------------------------------
+
+// E4M3 (e4m3fn: bias 7, largest finite 448, 0x7f NaN) code of x, round to nearest even,
+// saturating to +-448 (Inf too), NaN -> 0x7f: the NVFP4 block scale's format on every target
+// (gfx942's own FP8 is e4m3fnuz). Integer and exact float operations only.
+ARFUSE_HOST_DEVICE inline unsigned e4m3fn_code(float x) {
+  if (!(x == x)) return 0x7fu;
+  const unsigned bits = float_to_bits(x), sign = (bits >> 24) & 0x80u, magnitude_bits = bits & 0x7fffffffu;
+  const float a = bits_to_float(magnitude_bits);
+  unsigned code;
+  if (a >= 448.0f) {
+    code = 0x7eu;
+  } else if (a < 0x1p-6f) {
+    // Subnormal codes are multiples of 2^-9: a * 2^9, rounded to an integer by adding and
+    // subtracting 2^23 (one IEEE rounding, ties to even; the product is exact).
+    code = unsigned((a * 512.0f + 8388608.0f) - 8388608.0f);
+  } else {
+    // Keep 3 mantissa bits, the 20 dropped ones rounded to nearest even; a carry moves into the
+    // exponent as it should, and nothing below 448 rounds past 0x7e.
+    const unsigned rounded = (magnitude_bits + 0x7ffffu + ((magnitude_bits >> 20) & 1u)) >> 20;
+    code = rounded - (120u << 3);
+  }
+  return sign | code;
+}
+
+// The value of an E4M3 (e4m3fn) code, exact; 0x7f and 0xff are NaN.
+ARFUSE_HOST_DEVICE inline float e4m3fn_value(unsigned code) {
+  const unsigned magnitude = code & 0x7fu, sign = (code & 0x80u) << 24;
+  if (magnitude == 0x7fu) return bits_to_float(0x7fc00000u);
+  const unsigned exponent = magnitude >> 3, mantissa = magnitude & 7u;
+  const float value =
+      exponent == 0 ? float(mantissa) * 0x1p-9f : bits_to_float(((exponent + 120u) << 23) | (mantissa << 20));
+  return bits_to_float(float_to_bits(value) | sign);
+}
+
+// 1/6 rounded to fp32 (0x3e2aaaab): amax * (1/6) is the engines' amax / 6 (they multiply by the
+// reciprocal of E2M1's largest value).
+inline constexpr float kOneSixth = 1.0f / 6.0f;
+
+// One NVFP4 block's scale and the multiplier its elements are encoded with: the scale code
+// e4m3fn(global * (amax * (1/6))); its value s; elements v = y * multiplier with
+// multiplier = 1 / (s * (1 / global)), 0 when s is 0. encode is false when s is NaN (a NaN in
+// the block, or a NaN global scale): its elements are then all code 0.
+struct Nvfp4Block {
+  unsigned scale_code;
+  float multiplier;
+  bool encode;
+};
+
+ARFUSE_HOST_DEVICE inline Nvfp4Block nvfp4_block(float amax, float global, float global_inverse) {
+  Nvfp4Block b;
+  b.scale_code = e4m3fn_code(global * (amax * kOneSixth));
+  const float s = e4m3fn_value(b.scale_code);
+  b.encode = s == s;
+  b.multiplier = s != 0.0f ? 1.0f / (s * global_inverse) : 0.0f;
+  return b;
+}
+
+// E2M1 code of an NVFP4 element v (e2m1_code's rounding and saturation); a NaN v, which only an
+// infinite multiplier times a zero y makes, is code 0.
+ARFUSE_HOST_DEVICE inline unsigned nvfp4_code(float v) { return v == v ? e2m1_code(v) : 0u; }
+
+// Swizzled NVFP4 scales: the byte of row m, scale column k is at
+//   (m / 128) * tiles_per_row * 512 + (k / 4) * 512 + (m % 32) * 16 + ((m % 128) / 32) * 4 + k % 4,
+// tiles_per_row = ceil(columns / 4). The row's part and the column's part add up.
+ARFUSE_HOST_DEVICE inline long long swizzled_row_offset(int row, int tiles_per_row) {
+  return (long long)(row / kSwizzleRows) * tiles_per_row * kSwizzleTileBytes + (row % 32) * 16 +
+         ((row % kSwizzleRows) / 32) * 4;
+}
+ARFUSE_HOST_DEVICE inline int swizzled_column_offset(int column) {
+  return (column / kSwizzleColumns) * kSwizzleTileBytes + column % kSwizzleColumns;
 }
 
 }  // namespace arfuse

@@ -2,7 +2,8 @@
 //   rmsnorm_quant_kernel: steps 2-7 of the contract on an already reduced tensor `in`;
 //   token_quant_kernel:   step 7 alone (per-token FP8) on a tensor that already is y, which is
 //                         how the mirror output of the fused kernel quantises to the same bytes;
-//   group_quant_kernel:   step 7b or 7c alone (fp8_group, mxfp4) on y, the same for those modes.
+//   group_quant_kernel:   step 7b, 7c, 7d or 7e alone (fp8_group, mxfp4, fp8_static, nvfp4) on y,
+//                         the same for those modes.
 // One block per row, and the runtime launches one block for every row: the hardware then starts
 // a block wherever one finishes, so the SMs stay busy to the last row and the blocks' loads
 // spread out in time (a grid of resident blocks striding over the rows was 1.7-2.7 % slower
@@ -27,8 +28,10 @@ template <int QUANT>
 inline constexpr ResidualStore kStandaloneResidualStore =
     kQuantIsGroupFp8<QUANT> ? ResidualStore::after_reduction : ResidualStore::after_add;
 
-// scales: per-token FP8 [tokens] (scale_row_stride 1); group FP8 and MXFP4: the row's scales
-// start at scale_row_stride * row, its groups scale_group_stride apart (row- or column-major).
+// scales: per-token FP8 [tokens] (scale_row_stride 1); group FP8, MXFP4 and linear NVFP4: the
+// row's scales start at scale_row_stride * row, its groups scale_group_stride apart (row- or
+// column-major); swizzled NVFP4: scale_group_stride 0, scale_row_stride the tiles per row.
+// quant_scale: fp8_static's scale, NVFP4's global scale.
 // MIN_BLOCKS: 0, or the resident blocks per multiprocessor the kernel is compiled for
 // (jit/tuning_policy.cpp).
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, bool VIEWS,
@@ -36,9 +39,10 @@ template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROU
 __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS)
     rmsnorm_quant_kernel(const T* in, const T* residual_in, T* residual_out, const T* weight, float eps, void* out,
                          void* scales, T* mirror, int tokens, int scale_row_stride, int scale_group_stride,
-                         RowStrides strides) {
+                         RowStrides strides, const float* quant_scale) {
   overlap_neighbouring_kernels();
   __shared__ ReduceScratch scratch;
+  zero_scale_padding<THREADS, QUANT>(scales, tokens, scale_row_stride, scale_group_stride);
   const int row = blockIdx.x;
   if (row >= tokens) return;
   const RowOffsets<T, H, QUANT, VIEWS> at{strides};
@@ -51,8 +55,8 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS)
   outputs.residual_out = residual_out + at.residual_out(row);
   outputs.out = static_cast<u8*>(out) + at.out_bytes(row);
   outputs.out_width = at.out_width();
-  outputs.scale = row_scales<QUANT, SCALE>(scales, row, scale_row_stride);
-  outputs.scale_group_stride = scale_group_stride;
+  place_row_scales<T, QUANT, SCALE>(outputs, scales, row, scale_row_stride, scale_group_stride,
+                                    read_quant_scale<QUANT>(quant_scale));
   outputs.mirror = kQuantWritesMirror<QUANT> ? mirror + at.mirror(row) : mirror;
   epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, kStandaloneResidualStore<QUANT>>(input, residual, w, eps,
                                                                                                outputs, scratch);
@@ -71,20 +75,26 @@ __global__ void __launch_bounds__(THREADS)
   quantize_row<T, H, THREADS, VPT>(y, out + at.out_bytes(row), scales + row, scratch);
 }
 
-// Group amaxes reduce inside warps: no shared memory, no block barrier.
+// Group amaxes reduce inside warps: no shared memory, no block barrier. scales and quant_scale
+// as rmsnorm_quant_kernel's (fp8_static writes no scales).
 template <typename T, int H, int THREADS, int VPT, int QUANT, int GROUP, int SCALE, bool VIEWS>
 __global__ void __launch_bounds__(THREADS)
     group_quant_kernel(const T* in, u8* out, void* scales, int tokens, int scale_row_stride, int scale_group_stride,
-                       RowStrides strides) {
-  static_assert(kQuantIsGroupFp8<QUANT> || kQuantIsMxfp4<QUANT>, "group_quant takes fp8_group or mxfp4");
+                       RowStrides strides, const float* quant_scale) {
+  static_assert(kQuantIsGroupFp8<QUANT> || kQuantIsMxfp4<QUANT> || kQuantIsStaticFp8<QUANT> || kQuantIsNvfp4<QUANT>,
+                "group_quant takes fp8_group, mxfp4, fp8_static or nvfp4");
   overlap_neighbouring_kernels();
+  zero_scale_padding<THREADS, QUANT>(scales, tokens, scale_row_stride, scale_group_stride);
   const int row = blockIdx.x;
   if (row >= tokens) return;
   const RowOffsets<T, H, QUANT, VIEWS> at{strides};
   Vec16 y[VPT];
   load_vectors<T, H, THREADS, VPT>(in + at.input(row), y);
-  quantize_block_scaled<T, H, THREADS, VPT, QUANT, GROUP, SCALE>(
-      y, out + at.out_bytes(row), row_scales<QUANT, SCALE>(scales, row, scale_row_stride), scale_group_stride);
+  RowOutputs<T> outputs;
+  outputs.out = out + at.out_bytes(row);
+  place_row_scales<T, QUANT, SCALE>(outputs, scales, row, scale_row_stride, scale_group_stride,
+                                    read_quant_scale<QUANT>(quant_scale));
+  quantize_without_reduction<T, H, THREADS, VPT, QUANT, GROUP, SCALE>(y, outputs);
 }
 
 }  // namespace arfuse

@@ -47,14 +47,15 @@ ARFUSE_HOST_DEVICE constexpr unsigned int signal_error_rank(unsigned int code) {
 ARFUSE_HOST_DEVICE constexpr unsigned int signal_error_block(unsigned int code) { return (code >> 8) & 0xffffu; }
 ARFUSE_HOST_DEVICE constexpr unsigned int signal_error_kind(unsigned int code) { return (code >> 24) & 0xfu; }
 
-// What a rank's call is, as its peers compare it (51 bits): tokens (bits 0-27), the group size
-// of the fp8_group modes (28-29: 0 for the other modes, 1, 2, 3 for 32, 64, 128), their scale
-// format (30-31, ScaleFormatCode), hidden / 8 - 1 (32-43), bf16 (44), quant mode (45-47), norm
-// mode (48), stage - 1 (49), epilogue (50). The world size is the group's, agreed at creation.
-// Ranks whose calls differ would read rows nobody wrote, or (group size, scale format) write
-// different bytes on different ranks. A call has tokens >= 1 (0 launches nothing), so 0 can mean
-// "not checked"; a group refuses max_tokens above kMaxCallTokens.
-inline constexpr unsigned kMaxCallTokens = (1u << 28) - 1;
+// What a rank's call is, as its peers compare it (51 bits): tokens (bits 0-26), the group size
+// of the fp8_group modes (27-28: 0 for the other modes, 1, 2, 3 for 32, 64, 128), their scale
+// format (29-30, ScaleFormatCode; NVFP4's scale layout, 1 for swizzled), hidden / 8 - 1 (31-42),
+// bf16 (43), quant mode (44-47), norm mode (48), stage - 1 (49), epilogue (50). The world size
+// is the group's, agreed at creation. Ranks whose calls differ would read rows nobody wrote, or
+// (group size, scale format, layout) write different bytes on different ranks. A call has
+// tokens >= 1 (0 launches nothing), so 0 can mean "not checked"; a group refuses max_tokens above
+// kMaxCallTokens.
+inline constexpr unsigned kMaxCallTokens = (1u << 27) - 1;
 ARFUSE_HOST_DEVICE constexpr unsigned call_group_code(unsigned group) {
   return group == 32 ? 1u : group == 64 ? 2u : group == 128 ? 3u : 0u;
 }
@@ -62,26 +63,26 @@ ARFUSE_HOST_DEVICE constexpr unsigned long long call_descriptor(unsigned tokens,
                                                                 unsigned quant, unsigned norm, unsigned stage,
                                                                 bool epilogue, unsigned group = 0,
                                                                 unsigned scale_format = 0) {
-  return (tokens & kMaxCallTokens) | ((unsigned long long)call_group_code(group) << 28) |
-         ((unsigned long long)(scale_format & 3u) << 30) | ((unsigned long long)((hidden / 8 - 1) & 0xfffu) << 32) |
-         ((unsigned long long)bf16 << 44) | ((unsigned long long)(quant & 7u) << 45) |
+  return (tokens & kMaxCallTokens) | ((unsigned long long)call_group_code(group) << 27) |
+         ((unsigned long long)(scale_format & 3u) << 29) | ((unsigned long long)((hidden / 8 - 1) & 0xfffu) << 31) |
+         ((unsigned long long)bf16 << 43) | ((unsigned long long)(quant & 15u) << 44) |
          ((unsigned long long)(norm & 1u) << 48) | ((unsigned long long)((stage - 1) & 1u) << 49) |
          ((unsigned long long)epilogue << 50);
 }
 ARFUSE_HOST_DEVICE constexpr unsigned call_tokens(unsigned long long d) { return unsigned(d & kMaxCallTokens); }
 ARFUSE_HOST_DEVICE constexpr unsigned call_group(unsigned long long d) {
-  return unsigned((d >> 28) & 3u) == 0 ? 0u : 16u << unsigned((d >> 28) & 3u);
+  return unsigned((d >> 27) & 3u) == 0 ? 0u : 16u << unsigned((d >> 27) & 3u);
 }
-ARFUSE_HOST_DEVICE constexpr unsigned call_scale_format(unsigned long long d) { return unsigned((d >> 30) & 3u); }
+ARFUSE_HOST_DEVICE constexpr unsigned call_scale_format(unsigned long long d) { return unsigned((d >> 29) & 3u); }
 ARFUSE_HOST_DEVICE constexpr unsigned call_hidden(unsigned long long d) {
-  return (unsigned((d >> 32) & 0xfffu) + 1) * 8;
+  return (unsigned((d >> 31) & 0xfffu) + 1) * 8;
 }
-ARFUSE_HOST_DEVICE constexpr bool call_bf16(unsigned long long d) { return (d >> 44) & 1u; }
-ARFUSE_HOST_DEVICE constexpr unsigned call_quant(unsigned long long d) { return unsigned((d >> 45) & 7u); }
+ARFUSE_HOST_DEVICE constexpr bool call_bf16(unsigned long long d) { return (d >> 43) & 1u; }
+ARFUSE_HOST_DEVICE constexpr unsigned call_quant(unsigned long long d) { return unsigned((d >> 44) & 15u); }
 ARFUSE_HOST_DEVICE constexpr unsigned call_norm(unsigned long long d) { return unsigned((d >> 48) & 1u); }
 ARFUSE_HOST_DEVICE constexpr unsigned call_stage(unsigned long long d) { return unsigned((d >> 49) & 1u) + 1; }
 ARFUSE_HOST_DEVICE constexpr bool call_epilogue(unsigned long long d) { return (d >> 50) & 1u; }
-static_assert((call_descriptor(kMaxCallTokens, 32768, true, 7, 1, 2, true, 128, 3) >> (64 - kEpochBits)) == 0,
+static_assert((call_descriptor(kMaxCallTokens, 32768, true, 15, 1, 2, true, 128, 3) >> (64 - kEpochBits)) == 0,
               "a call descriptor must fit above the epoch bits of a flag");
 static_assert(call_group(call_descriptor(1, 8, true, 3, 0, 1, true, 64)) == 64, "group code round trip");
 
@@ -102,14 +103,17 @@ struct FusedArgs {
   const void* weight;
   float eps;
   void* out;     // T, or fp8 bytes in the quant modes
-  void* scales;  // per-token FP8 fp32 [tokens]; group FP8 fp32 or E8M0, MXFP4 E8M0 (strides below)
+  void* scales;  // per-token FP8 fp32 [tokens]; group FP8 fp32 or E8M0, MXFP4 E8M0, NVFP4 E4M3 (strides below)
   void* mirror;  // T [tokens, H], the _mirror modes
   unsigned long long timeout_ns;
   const void* input;       // this rank's contribution, copied into its staging buffer; null: already there
   int check_call;          // 1: publish and compare call descriptors at the entry barrier (every rank alike)
   int scale_row_stride;    // scales between rows (1 per-token; groups per row, or 1 column-major)
-  int scale_group_stride;  // scales between a row's groups (1 row-major; tokens column-major)
+  int scale_group_stride;  // scales between a row's groups (1 row-major; tokens column-major; 0: NVFP4 swizzled)
   RowStrides strides;      // of the caller's tensors; the staging and gather buffers are contiguous
+  // fp8_static: the scale (q = fp8(y * (1 / scale))); nvfp4: the global scale. Read by the kernel,
+  // so a graph replays with whatever the pointer holds.
+  const float* quant_scale;
 };
 
 // The kernels read these structs as laid out by the device compiler; pin the host's view (the

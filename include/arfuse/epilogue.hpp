@@ -1,6 +1,6 @@
 // The standalone epilogue kernels, for a tensor that was all-reduced elsewhere:
-//   rmsnorm_quant: residual add + RMSNorm/Gemma + optional per-token FP8, per-token-group FP8
-//                  or MXFP4 (contract steps 2-7c);
+//   rmsnorm_quant: residual add + RMSNorm/Gemma + optional per-token FP8, per-token-group FP8,
+//                  MXFP4, static per-tensor FP8 or NVFP4 (contract steps 2-7e);
 //   token_quant:   per-token FP8 of a tensor that already is y (step 7).
 // All pointers are device pointers, 16-byte aligned, row-major [tokens, hidden]: contiguous, or
 // with the row strides below.
@@ -19,17 +19,25 @@ struct ARFUSE_API RmsnormQuantArgs {
   void* residual_out = nullptr;  // may equal residual_in
   const void* weight = nullptr;  // T [hidden]
   float eps = 1e-6f;
-  void* out = nullptr;     // T (quant none), fp8 bytes [tokens, hidden], or MXFP4 bytes [tokens, hidden / 2]
+  void* out = nullptr;     // T (quant none), fp8 bytes [tokens, hidden], or E2M1 pairs [tokens, hidden / 2]
+                           // (mxfp4, nvfp4: element 2k in the low nibble)
   void* scales = nullptr;  // fp8: fp32 [tokens]; fp8_group: one per group (scale_format, scale_layout);
-                           // mxfp4: E8M0 bytes [tokens, hidden / 32]
+                           // mxfp4: E8M0 bytes [tokens, hidden / 32]; nvfp4: E4M3 bytes, row_major
+                           // [tokens, hidden / 16] or swizzled_128x4 (nvfp4_scale_bytes); fp8_static:
+                           // none (null)
   void* mirror = nullptr;  // T [tokens, hidden], the _mirror modes
   int tokens = 0;
   int hidden = 0;
   DType dtype = DType::bf16;
   // Quant and norm; for the fp8_group modes the elements per scale (32, 64 or 128, dividing
   // hidden), fp32 or UE8M0 scales (as fp32 or E8M0 bytes), [tokens, hidden / group_size] or
-  // [hidden / group_size, tokens].
+  // [hidden / group_size, tokens]; for the nvfp4 modes the scale layout.
   EpilogueMode mode;
+  // fp8_static modes: the fp32 scale, q = fp8(y * (1 / scale)). nvfp4 modes: the fp32 global
+  // scale (typically 448 * 6 / amax of the tensor). Device pointers, read by the kernel when it
+  // runs, so a CUDA graph replays with whatever they hold then.
+  const float* static_scale = nullptr;
+  const float* global_scale = nullptr;
   // Programmatic dependent launch (NVIDIA sm_90 and later; elsewhere an ordinary launch): the
   // kernel is launched before the kernel ahead of it on the stream ends, and waits for it in its
   // prologue, so the launch overlaps that kernel's tail.
@@ -60,20 +68,26 @@ struct ARFUSE_API TokenQuantArgs {
   bool pdl = false;  // as RmsnormQuantArgs::pdl
 };
 
-// Per-token-group FP8 or MXFP4 of a tensor that already is y (steps 7b, 7c alone): for the
-// fused kernels' mirror output it gives their bytes and scales.
+// Per-token-group FP8, MXFP4, static FP8 or NVFP4 of a tensor that already is y (steps 7b-7e
+// alone): for the fused kernels' mirror output it gives their bytes and scales.
 struct ARFUSE_API GroupQuantArgs {
   const void* input = nullptr;  // T [tokens, hidden]
   int input_stride = 0;         // as TokenQuantArgs
-  void* out = nullptr;          // fp8 bytes [tokens, hidden], or MXFP4 bytes [tokens, hidden / 2]
+  void* out = nullptr;          // fp8 bytes [tokens, hidden], or E2M1 pairs [tokens, hidden / 2]
   int out_stride = 0;
   void* scales = nullptr;  // as RmsnormQuantArgs::scales for the mode
   int tokens = 0;
   int hidden = 0;
   DType dtype = DType::bf16;
-  EpilogueMode mode{Quant::fp8_group};  // fp8_group or mxfp4 (norm is not used)
-  bool pdl = false;                     // as RmsnormQuantArgs::pdl
+  EpilogueMode mode{Quant::fp8_group};  // fp8_group, mxfp4, fp8_static or nvfp4 (norm is not used)
+  const float* static_scale = nullptr;  // as RmsnormQuantArgs'
+  const float* global_scale = nullptr;
+  bool pdl = false;  // as RmsnormQuantArgs::pdl
 };
+
+// Bytes of the nvfp4 scales of `tokens` rows: tokens * hidden / 16 row-major; swizzled_128x4
+// rounds tokens up to 128 and hidden / 16 up to 4 (the padding is written as zeros).
+ARFUSE_API long long nvfp4_scale_bytes(int tokens, int hidden, ScaleLayout layout);
 
 // The checks each call makes before it launches; arfuse::Error names the argument. Public so that
 // an engine can validate once at set-up (and the tests without a GPU).

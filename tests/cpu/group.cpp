@@ -63,6 +63,53 @@ TEST_CASE("fused call arguments are validated with messages that name them", "[c
   REQUIRE_THROWS_WITH(validate_args(p, 512, 8192), Contains("out is null"));
 }
 
+// The static FP8 and NVFP4 modes: their scale pointer, their scale layouts, their shapes.
+TEST_CASE("static FP8 and NVFP4 arguments are validated with messages that name them", "[cpu][group]") {
+  alignas(16) static float scale[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+  auto a = good_args();
+  a.mode.quant = Quant::fp8_static_mirror, a.scales = nullptr;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("static_scale is null") && Contains("fp8_static_mirror"));
+  a.static_scale = scale;
+  REQUIRE_NOTHROW(validate_args(a, 512, 8192));  // no scales written: none needed
+  a.global_scale = scale;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("global_scale is set") && Contains("nvfp4"));
+  a = good_args(), a.mode.quant = Quant::nvfp4;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("global_scale is null") && Contains("global scale"));
+  a.global_scale = scale;
+  REQUIRE_NOTHROW(validate_args(a, 512, 8192));
+  a.static_scale = scale;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("static_scale is set") && Contains("fp8_static"));
+  a.static_scale = nullptr, a.global_scale = reinterpret_cast<const float*>(reinterpret_cast<const char*>(scale) + 2);
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("global_scale") && Contains("4-byte aligned"));
+  a.global_scale = scale, a.scales = nullptr;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("scales is null") && Contains("nvfp4"));
+  a = good_args(), a.mode.quant = Quant::nvfp4, a.global_scale = scale, a.hidden = 6152;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("divisible by 16") && Contains("6152"));
+  a.hidden = 6144, a.mode.scale_layout = ScaleLayout::column_major;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("column_major") && Contains("swizzled_128x4"));
+  a.mode.scale_layout = ScaleLayout::swizzled_128x4;
+  REQUIRE_NOTHROW(validate_args(a, 512, 8192));
+  a.mode.quant = Quant::fp8_group, a.global_scale = nullptr;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("swizzled_128x4 is NVFP4's") && Contains("column_major"));
+  a = good_args(), a.mode.quant = Quant::nvfp4_mirror, a.global_scale = scale, a.out_width = 6400;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("out_width is 6400 with quant nvfp4_mirror"));
+  a.out_width = 0, a.out_stride = 3072 + 16;  // packed rows are hidden / 2 bytes wide
+  REQUIRE_NOTHROW(validate_args(a, 512, 8192));
+  a = good_args(), a.mode.quant = Quant::fp8_static, a.static_scale = scale, a.out_width = 6400;
+  REQUIRE_NOTHROW(validate_args(a, 512, 8192));  // static FP8 rows take padding like per-token FP8
+  // The scale bytes an NVFP4 call writes: rows to 128 and columns to 4 when swizzled.
+  CHECK(nvfp4_scale_bytes(1, 2880, ScaleLayout::row_major) == 180);
+  CHECK(nvfp4_scale_bytes(1, 2880, ScaleLayout::swizzled_128x4) == 128 * 180);
+  CHECK(nvfp4_scale_bytes(129, 2064, ScaleLayout::swizzled_128x4) == 256 * 132);
+  GroupQuantArgs g;
+  g.input = buffers[0], g.out = buffers[1], g.tokens = 4, g.hidden = 4096, g.mode.quant = Quant::fp8_static;
+  REQUIRE_THROWS_WITH(validate_args(g), Contains("static_scale is null"));
+  g.static_scale = scale;
+  REQUIRE_NOTHROW(validate_args(g));
+  g.mode.quant = Quant::nvfp4_mirror;
+  REQUIRE_THROWS_WITH(validate_args(g), Contains("not nvfp4_mirror"));
+}
+
 // Row strides: 0 or the row's width is contiguous; a wider one must keep every row 16-byte
 // aligned; out counts its own units; out_width pads T and per-token FP8 rows only.
 TEST_CASE("row strides and padded widths are validated with messages that name them", "[cpu][group]") {
@@ -92,7 +139,7 @@ TEST_CASE("row strides and padded widths are validated with messages that name t
   REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("out_width is 4096") && Contains("at least hidden"));
   a.out_width = 6400, a.mode.quant = Quant::mxfp4_mirror;
   REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("out_width is 6400 with quant mxfp4_mirror") &&
-                                                       Contains("only quant none, fp8 and fp8_mirror"));
+                                                       Contains("only quant none, fp8, fp8_static and their mirrors"));
   a.out_width = 6144;  // no padding: every mode
   REQUIRE_NOTHROW(validate_args(a, 512, 8192));
   a.out_stride = 3072 + 16;  // MXFP4 bytes: hidden / 2 per row
@@ -198,8 +245,8 @@ TEST_CASE("a group with bad options is refused before touching a device", "[cpu]
   o.devices = {0, 0};
   o.max_tokens = 0;
   REQUIRE_THROWS_WITH(Group(o), Contains("max_tokens"));
-  o.max_tokens = int(kMaxCallTokens) + 1;  // the call descriptor carries 28 bits of tokens
-  REQUIRE_THROWS_WITH(Group(o), Contains("max_tokens is 268435456; it must be from 1 to 268435455"));
+  o.max_tokens = int(kMaxCallTokens) + 1;  // the call descriptor carries 27 bits of tokens
+  REQUIRE_THROWS_WITH(Group(o), Contains("max_tokens is 134217728; it must be from 1 to 134217727"));
   o.max_tokens = 16, o.max_hidden = 4100;
   REQUIRE_THROWS_WITH(Group(o), Contains("max_hidden"));
 }
@@ -238,7 +285,9 @@ TEST_CASE("call descriptors tell every field apart, decode to what was encoded a
       CHECK(call_quant(d) == 3);
     }
   }
-  const auto largest = call_descriptor(kMaxCallTokens, kMaxHidden, true, 7, 1, 2, true, 128, 3);
+  for (unsigned quant = 0; quant < 16; ++quant)
+    CHECK(call_quant(call_descriptor(9, 2048, true, quant, 1, 2, true)) == quant);
+  const auto largest = call_descriptor(kMaxCallTokens, kMaxHidden, true, 15, 1, 2, true, 128, 3);
   CHECK(call_tokens(largest) == kMaxCallTokens);
   CHECK(call_hidden(largest) == unsigned(kMaxHidden));
   CHECK((largest << kEpochBits) >> kEpochBits == largest);  // nothing lost in the flag word
@@ -260,10 +309,14 @@ TEST_CASE("a call descriptor names every quant mode in a CallMismatch message", 
   for (auto quant : all_quants()) {
     CAPTURE(to_string(quant));
     const auto d = call_descriptor(12, 7168, true, unsigned(quant), 1, 2, true, is_group_fp8(quant) ? 128 : 0);
-    const std::string group = is_group_fp8(quant) ? " (group 128, f32 scales)" : "";
+    const std::string group = is_group_fp8(quant) ? " (group 128, f32 scales)"
+                              : is_nvfp4(quant)   ? " (linear scales)"
+                                                  : "";
     CHECK_THAT(describe_call(d), Contains(std::string("quant ") + to_string(quant) + group + ", norm gemma"));
   }
   CHECK_THAT(describe_call(call_descriptor(3, 2048, false, 0, 0, 1, false)), Contains("plain all-reduce"));
+  CHECK_THAT(describe_call(call_descriptor(3, 2048, true, unsigned(Quant::nvfp4), 0, 1, true, 0, 1)),
+             Contains("quant nvfp4 (swizzled scales)"));
   CHECK_THAT(describe_call(call_descriptor(12, 7168, true, unsigned(Quant::fp8_group), 0, 1, true, 64, 2)),
              Contains("quant fp8_group (group 64, e8m0 scales), norm rms"));
 }

@@ -77,7 +77,7 @@ TEST_CASE("spec validation names the bad value and what is allowed", "[cpu][spec
                       Contains("has 8 in mxfp4") && Contains("'fused_ar/h7168/bf16/mxfp4/rms/w4/s1/sm_90'"));
   // A mode the module does not take is named first, whatever the count.
   REQUIRE_THROWS_WITH(KernelSpec::parse("group_quant/h6144/bf16/fp8/g128/f32/sm_90"),
-                      Contains("fp8_group or mxfp4, not fp8"));
+                      Contains("fp8_group, mxfp4, fp8_static or nvfp4, not fp8"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("conv/h6144/bf16/sm_90"), Contains("unknown module 'conv'"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("token_quant/h6144/bf16/sm_52"), Contains("sm_70 or later"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("token_quant/h6144/bf16/volta"), Contains("unknown target 'volta'"));
@@ -120,10 +120,10 @@ TEST_CASE("block shapes depend only on hidden and warp size and cover every vect
 TEST_CASE("spec sets expand as cartesian products and reject bad configs with their JSON path", "[cpu][spec]") {
   const std::vector<Target> sm90{Target::parse("sm_90")};
   // rmsnorm_quant: 7 hidden x 2 dtypes x (3 per-token modes) x 2 norms, plus fp8_group g128 (6 hidden:
-  // 128 does not divide 2880) and mxfp4 (all 7); token_quant; fused_ar the same x 3 worlds x 2 stages;
-  // allreduce.
-  const int epilogue_modes = 7 * 3 + 6 + 7;
-  const int group_quant = (6 + 7) * 2;  // group_quant: fp8_group g128 and mxfp4, both dtypes
+  // 128 does not divide 2880), mxfp4, fp8_static and nvfp4 (all 7); token_quant; fused_ar the same x
+  // 3 worlds x 2 stages; allreduce.
+  const int epilogue_modes = 7 * 3 + 6 + 7 + 7 + 7;
+  const int group_quant = (6 + 7 + 7 + 7) * 2;  // group_quant: fp8_group g128, mxfp4, fp8_static, nvfp4; both dtypes
   CHECK(default_specs(sm90).size() ==
         size_t(epilogue_modes * 2 * 2 + 7 * 2 + epilogue_modes * 2 * 2 * 3 * 2 + 7 * 2 * 3 * 2 + group_quant));
   auto set = parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "rmsnorm_quant", "hidden": [6144, 8192],
@@ -194,7 +194,9 @@ TEST_CASE("block-scaled modes: bad group sizes and hidden sizes are named", "[cp
       nlohmann::json::parse(
           R"({"specs": [{"module": "rmsnorm_quant", "hidden": [2880], "dtype": "bf16", "norm": "rms"}]})"),
       sm90);
-  CHECK(set.specs.size() == 5);  // none, fp8, fp8_mirror, mxfp4, mxfp4_mirror: group 128 does not divide 2880
+  // none, fp8, fp8_mirror, mxfp4, fp8_static, nvfp4 and the mirrors of the last three: group 128
+  // does not divide 2880
+  CHECK(set.specs.size() == 9);
   CHECK_THROWS_WITH(parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "rmsnorm_quant", "hidden": 2880,
       "quant": "fp8_group"}]})"),
                                    sm90),
@@ -204,15 +206,24 @@ TEST_CASE("block-scaled modes: bad group sizes and hidden sizes are named", "[cp
       "stage": 1}]})"),
                        sm90);
   CHECK(set.specs.size() == 4);
-  // group_quant takes fp8_group and mxfp4 only: named with another mode, a clear error.
+  // group_quant takes fp8_group, mxfp4, fp8_static and nvfp4 only: named with another mode, a clear error.
   CHECK(KernelSpec::parse("group_quant/h7168/bf16/fp8_group/g128/e8m0/sm_90").text() ==
         "group_quant/h7168/bf16/fp8_group/g128/e8m0/sm_90");
   CHECK(KernelSpec::parse("group_quant/h2880/f16/mxfp4/sm_90").mode.quant == Quant::mxfp4);
-  CHECK_THROWS_WITH(KernelSpec::parse("group_quant/h7168/bf16/fp8/sm_90"), Contains("fp8_group or mxfp4"));
+  CHECK(KernelSpec::parse("group_quant/h5120/bf16/nvfp4/sm_90").mode.quant == Quant::nvfp4);
+  CHECK(KernelSpec::parse("group_quant/h5120/bf16/fp8_static/sm_90").text() ==
+        "group_quant/h5120/bf16/fp8_static/sm_90");
+  CHECK(KernelSpec::parse("rmsnorm_quant/h2880/f16/nvfp4_mirror/gemma/sm_90").text() ==
+        "rmsnorm_quant/h2880/f16/nvfp4_mirror/gemma/sm_90");
+  CHECK_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6152/bf16/nvfp4/rms/sm_90"), Contains("divisible by 16"));
+  CHECK_THROWS_WITH(KernelSpec::parse("group_quant/h7168/bf16/fp8/sm_90"),
+                    Contains("fp8_group, mxfp4, fp8_static or nvfp4"));
+  CHECK_THROWS_WITH(KernelSpec::parse("group_quant/h7168/bf16/nvfp4_mirror/sm_90"),
+                    Contains("fp8_group, mxfp4, fp8_static or nvfp4, not nvfp4_mirror"));
   CHECK_THROWS_WITH(
       parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "group_quant", "quant": "fp8"}]})"), sm90),
-      Contains("$.specs[0]") && Contains("fp8_group or mxfp4"));
+      Contains("$.specs[0]") && Contains("fp8_group, mxfp4, fp8_static or nvfp4"));
   // Without "quant": the modes it takes, with the default group 128 and fp32 scales, both dtypes.
   set = parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "group_quant", "hidden": 4096}]})"), sm90);
-  CHECK(set.specs.size() == 2 * 2);
+  CHECK(set.specs.size() == 4 * 2);
 }

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "arfuse/jit/spec_set.hpp"
+#include "arfuse/reference/block_scaled.hpp"
 #include "arfuse/reference/model.hpp"
 #include "arfuse/runtime/launch.hpp"
 
@@ -94,18 +95,24 @@ void check_epilogue(const Case& c) {
   Bits16 weight = test::random_tensor(rng, size_t(hidden), c.dtype, 0.5f);
   add_special_rows(in, tokens, hidden, c.dtype);
   const EpilogueMode mode{c.quant, c.norm, c.group, c.scale_format, c.scale_layout};
-  reference::EpilogueConfig config{hidden, c.dtype, mode, 1e-5f, Target::parse(c.target)};
+  reference::EpilogueConfig config{
+      hidden, c.dtype, mode, 1e-5f, Target::parse(c.target), test::test_quant_scale(c.quant)};
   // Rows 6-9 probe the inverse norm (visible where y is: no quant, the mirror modes), the rest
   // are scaled by warp.
   test::plant_norm_probe_rows(config, kFirstProbeRow, kProbeRows, rng, in, residual, weight);
   scale_by_warp(in, c, rng);
   const auto expected = reference::epilogue(config, tokens, in, residual, weight);
 
-  const bool mx = is_mxfp4(c.quant), grouped = is_group_fp8(c.quant) || mx;
+  const bool mx = packs_fp4(c.quant), nv = is_nvfp4(c.quant), statik = is_static_fp8(c.quant);
+  const bool grouped = is_group_fp8(c.quant) || mx;
   const bool byte_scales = mx || (grouped && c.scale_format == ScaleFormat::e8m0);
   const int out_unit = c.quant == Quant::none ? 2 : 1;  // bytes per unit of out's stride
   const int out_row_bytes = mx ? hidden / 2 : hidden * out_unit;
-  const size_t scale_count = grouped ? n / size_t(mx ? 32 : c.group) : size_t(tokens);
+  const size_t scale_count = nv        ? reference::nvfp4_scale_count(tokens, hidden, c.scale_layout)
+                             : statik  ? 0
+                             : grouped ? n / size_t(is_mxfp4(c.quant) ? 32 : c.group)
+                                       : size_t(tokens);
+  float quant_scale = config.quant_scale;
   RmsnormQuantArgs call = test::epilogue_layout(tokens, hidden, c.dtype, mode, c.strided, c.out_width);
   const RowStrides rows = detail::row_strides(call);
   const Bits16 in_rows = test::spread_rows(in, tokens, hidden, rows.input);
@@ -115,7 +122,10 @@ void check_epilogue(const Case& c) {
   auto out = test::poisoned<std::uint8_t>(size_t(tokens) * size_t(rows.out) * size_t(out_unit));
   auto scales = test::poisoned<std::uint8_t>(scale_count * 4);
   call.input = in_rows.data(), call.residual_in = residual_rows.data(), call.residual_out = residual_out.data();
-  call.weight = weight.data(), call.out = out.data(), call.scales = scales.data(), call.mirror = mirror.data();
+  call.weight = weight.data(), call.out = out.data(), call.scales = statik ? nullptr : scales.data(),
+  call.mirror = mirror.data();
+  if (statik) call.static_scale = &quant_scale;
+  if (nv) call.global_scale = &quant_scale;
   validate_args(call);
 
   const EmulatedKernel kernel(spec_of(c, Module::rmsnorm_quant, c.quant));
@@ -125,8 +135,9 @@ void check_epilogue(const Case& c) {
   float eps = 1e-5f;
   int tokens_arg = tokens, row_stride = strides.row, group_stride = strides.group;
   RowStrides rows_arg = rows;
-  void* params[] = {&in_p,     &residual_p, &residual_out_p, &weight_p,   &eps,          &out_p,
-                    &scales_p, &mirror_p,   &tokens_arg,     &row_stride, &group_stride, &rows_arg};
+  const float* quant_scale_p = detail::quant_scale(call);
+  void* params[] = {&in_p,     &residual_p, &residual_out_p, &weight_p,     &eps,      &out_p,        &scales_p,
+                    &mirror_p, &tokens_arg, &row_stride,     &group_stride, &rows_arg, &quant_scale_p};
   kernel.launch(unsigned(tokens), params);
 
   const Bits16 residual_out_packed =
@@ -144,13 +155,14 @@ void check_epilogue(const Case& c) {
        s2 = test::poisoned<std::uint8_t>(scale_count * 4);
   void *q2_p = q2.data(), *s2_p = s2.data();
   const void* mirror_in = mirror.data();
-  if (grouped) {
+  if (grouped || statik) {
+    const Quant alone = test::without_mirror(c.quant);
     GroupQuantArgs quant_call;
-    quant_call.hidden = hidden, quant_call.mode = EpilogueMode{mx ? Quant::mxfp4 : Quant::fp8_group};
+    quant_call.hidden = hidden, quant_call.mode = EpilogueMode{alone};
     quant_call.input_stride = rows.mirror;
     RowStrides quant_rows = detail::row_strides(quant_call);
-    const EmulatedKernel quantiser(spec_of(c, Module::group_quant, mx ? Quant::mxfp4 : Quant::fp8_group));
-    void* qparams[] = {&mirror_in, &q2_p, &s2_p, &tokens_arg, &row_stride, &group_stride, &quant_rows};
+    const EmulatedKernel quantiser(spec_of(c, Module::group_quant, alone));
+    void* qparams[] = {&mirror_in, &q2_p, &s2_p, &tokens_arg, &row_stride, &group_stride, &quant_rows, &quant_scale_p};
     quantiser.launch(unsigned(tokens), qparams);
   } else {
     TokenQuantArgs quant_call;
@@ -209,6 +221,15 @@ TEST_CASE("emulated AMD epilogue kernels equal the reference", "[cpu][emulated]"
       {"gfx1250", 11, 7168, DType::bf16, Quant::fp8_group_mirror, Norm::rms, 64, F::ue8m0_f32, L::column_major, true},
       {"gfx942", 11, 2880, DType::bf16, Quant::mxfp4_mirror, Norm::rms, 128, F::f32, L::row_major, true},
       {"gfx1100", 11, 4096, DType::bf16, Quant::fp8, Norm::rms, 128, F::f32, L::row_major, false, 4352},
+      // static per-tensor FP8 and NVFP4 (both scale layouts; 2880 / 16 = 180 columns, 5120 / 16 = 320,
+      // 2064 / 16 = 129: swizzled column padding)
+      {"gfx1250", 11, 6144, DType::bf16, Quant::fp8_static, Norm::rms},
+      {"gfx942", 13, 2880, DType::f16, Quant::fp8_static_mirror, Norm::gemma},
+      {"gfx950", 11, 7168, DType::bf16, Quant::fp8_static_mirror, Norm::rms, 128, F::f32, L::row_major, true, 7424},
+      {"gfx1250", 13, 2880, DType::bf16, Quant::nvfp4, Norm::rms, 128, F::f32, L::swizzled_128x4},
+      {"gfx942", 11, 5120, DType::f16, Quant::nvfp4_mirror, Norm::gemma, 128, F::f32, L::row_major},
+      {"gfx950", 11, 2064, DType::bf16, Quant::nvfp4_mirror, Norm::rms, 128, F::f32, L::swizzled_128x4},
+      {"gfx1100", 11, 7168, DType::bf16, Quant::nvfp4_mirror, Norm::rms, 128, F::f32, L::swizzled_128x4, true},
   };
   for (const auto& c : cases) check_epilogue(c);
 }
@@ -231,8 +252,7 @@ void sweep_standalone(const std::string& target) {
            s.mode.scale_format,
            ScaleLayout::row_major};
     if (s.module == Module::token_quant) c.quant = Quant::fp8_mirror;
-    if (s.module == Module::group_quant)
-      c.quant = is_mxfp4(s.mode.quant) ? Quant::mxfp4_mirror : Quant::fp8_group_mirror;
+    if (s.module == Module::group_quant) c.quant = test::with_mirror(s.mode.quant);
     if (s.module != Module::rmsnorm_quant && s.module != Module::token_quant && s.module != Module::group_quant)
       continue;
     check_epilogue(c);

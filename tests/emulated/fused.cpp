@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "arfuse/jit/spec_set.hpp"
+#include "arfuse/reference/block_scaled.hpp"
 #include "arfuse/reference/model.hpp"
 #include "arfuse/runtime/launch.hpp"
 #include "arfuse/templates/signal.cuh"
@@ -114,13 +115,16 @@ int out_unit(const FusedCase& c) { return !c.epilogue || c.quant == Quant::none 
 OutputSizes output_sizes(const FusedCase& c) {
   const size_t n = size_t(c.tokens) * size_t(c.hidden);
   const bool mx = is_mxfp4(c.quant), grouped = is_group_fp8(c.quant) || mx;
-  return {size_t(c.tokens) * size_t(rows_of(c).out) * size_t(out_unit(c)),
-          grouped ? n / size_t(mx ? 32 : c.group) : size_t(c.tokens)};
+  const size_t scale_count = is_nvfp4(c.quant)        ? reference::nvfp4_scale_count(c.tokens, c.hidden, c.scale_layout)
+                             : is_static_fp8(c.quant) ? 0
+                             : grouped                ? n / size_t(mx ? 32 : c.group)
+                                                      : size_t(c.tokens);
+  return {size_t(c.tokens) * size_t(rows_of(c).out) * size_t(out_unit(c)), scale_count};
 }
 
 // Poisons every rank's staging, gather and output buffers and fills each rank's kernel argument.
 std::vector<FusedArgs> prepare_ranks(const FusedCase& c, std::vector<RankBuffers>& ranks, const Bits16& residual,
-                                     const Bits16& weight) {
+                                     const Bits16& weight, const float* quant_scale) {
   const size_t n = size_t(c.tokens) * size_t(c.hidden);
   const OutputSizes sizes = output_sizes(c);
   const RowStrides rows = rows_of(c);
@@ -148,6 +152,7 @@ std::vector<FusedArgs> prepare_ranks(const FusedCase& c, std::vector<RankBuffers
     a.mirror = b.mirror.data(), a.timeout_ns = 600'000'000'000ull, a.input = b.input.data(), a.check_call = 1;
     a.scale_row_stride = strides.row, a.scale_group_stride = strides.group;
     a.strides = rows;
+    a.quant_scale = reads_quant_scale(c.quant) ? quant_scale : nullptr;
   }
   return args;
 }
@@ -166,9 +171,10 @@ void run_call(const FusedCase& c, const EmulatedKernel& kernel, std::vector<Rank
   const Bits16 weight = test::random_tensor(rng, size_t(hidden), c.dtype, 0.5f);
   const Bits16 sum = reference::fold(inputs, c.dtype);
   const EpilogueMode mode{c.quant, c.norm, c.group, c.scale_format, c.scale_layout};
-  reference::EpilogueConfig config{hidden, c.dtype, mode, 1e-5f, Target::parse(c.target)};
+  reference::EpilogueConfig config{
+      hidden, c.dtype, mode, 1e-5f, Target::parse(c.target), test::test_quant_scale(c.quant)};
   const Bits16 residual_rows = c.epilogue ? test::spread_rows(residual, tokens, hidden, rows.residual_in) : residual;
-  std::vector<FusedArgs> args = prepare_ranks(c, ranks, residual_rows, weight);
+  std::vector<FusedArgs> args = prepare_ranks(c, ranks, residual_rows, weight, &config.quant_scale);
   launch_ranks(kernel, args, grid, world);
   for (int r = 0; r < world; ++r) REQUIRE(ranks[size_t(r)].signal->error == 0u);
 
@@ -184,12 +190,12 @@ void run_call(const FusedCase& c, const EmulatedKernel& kernel, std::vector<Rank
   }
   const auto expected = reference::epilogue(config, tokens, sum, residual, weight);
   const int unit = out_unit(c);
-  const int out_row_bytes = is_mxfp4(c.quant) ? hidden / 2 : hidden * unit;
+  const int out_row_bytes = packs_fp4(c.quant) ? hidden / 2 : hidden * unit;
   for (int r = 0; r < world; ++r) {
     INFO("rank " << r);
     const RankBuffers& b = ranks[size_t(r)];
     const auto out = test::packed_rows(b.out, tokens, out_row_bytes, rows.out * unit,
-                                       is_mxfp4(c.quant) ? out_row_bytes : rows.out_width * unit, "out");
+                                       packs_fp4(c.quant) ? out_row_bytes : rows.out_width * unit, "out");
     const Bits16 residual_out =
         test::packed_rows(b.residual_out, tokens, hidden, rows.residual_out, hidden, "residual_out");
     const Bits16 mirror = writes_mirror(c.quant)
@@ -227,6 +233,14 @@ TEST_CASE("emulated AMD fused all-reduce kernels equal the reference on every ra
   check_fused({"gfx942", 2, 2, 9, 2880, DType::bf16, Quant::fp8, Norm::rms}, 3, 1);
   check_fused({"gfx942", 8, 1, 7, 4096, DType::f16, Quant::fp8_group, Norm::rms, true, 128, F::ue8m0_f32}, 2, 1);
   check_fused({"gfx90a", 4, 2, 7, 5120, DType::f16, Quant::none, Norm::rms, false}, 2, 2);
+  // Static per-tensor FP8 and NVFP4, both scale layouts (swizzled: the grid writes the padding rows).
+  check_fused({"gfx1250", 4, 2, 7, 6144, DType::bf16, Quant::fp8_static_mirror, Norm::rms}, 2, 2);
+  check_fused({"gfx942", 2, 1, 9, 2880, DType::f16, Quant::fp8_static, Norm::gemma}, 3, 1);
+  check_fused(
+      {"gfx950", 4, 1, 7, 7168, DType::bf16, Quant::nvfp4_mirror, Norm::rms, true, 128, F::f32, L::swizzled_128x4}, 3,
+      2);
+  check_fused({"gfx1250", 8, 2, 9, 2064, DType::bf16, Quant::nvfp4, Norm::gemma, true, 128, F::f32, L::row_major}, 2,
+              1);
   // Strided caller tensors (the staging copy reads the strided input) and padded outputs.
   const FusedCase strided_none{"gfx1250", 4,    2,   7,      2880,         DType::bf16, Quant::none,
                                Norm::rms, true, 128, F::f32, L::row_major, true,        3072};
@@ -257,7 +271,7 @@ struct TwoRanks {
     for (auto& r : ranks) r.input = test::random_tensor(rng, n, c.dtype);
     residual = test::random_tensor(rng, n, c.dtype);
     weight = test::random_tensor(rng, size_t(c.hidden), c.dtype);
-    args = prepare_ranks(c, ranks, residual, weight);
+    args = prepare_ranks(c, ranks, residual, weight, nullptr);
   }
   EmulatedKernel kernel;
   std::vector<RankBuffers> ranks = std::vector<RankBuffers>(2);

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "arfuse/jit/compiler.hpp"
+#include "arfuse/reference/block_scaled.hpp"
 #include "arfuse/reference/numerics.hpp"
 #include "arfuse/runtime/context.hpp"
 #include "arfuse/templates/fp8_divide.cuh"
@@ -147,21 +148,27 @@ void check_block_scaled(Context& ctx, const BlockScaledCase& c) {
   Bits16 ar = test::random_tensor(rng, n, c.dtype), residual = test::random_tensor(rng, n, c.dtype);
   Bits16 weight = test::random_tensor(rng, size_t(hidden), c.dtype, 0.5f);
   add_special_rows(ar, tokens, hidden, c.dtype);
-  reference::EpilogueConfig config{hidden, c.dtype, EpilogueMode{c.quant, c.norm}, 1e-5f, ctx.device().target()};
+  reference::EpilogueConfig config{
+      hidden, c.dtype, EpilogueMode{c.quant, c.norm}, 1e-5f, ctx.device().target(), test::test_quant_scale(c.quant)};
   config.mode.group_size = c.group, config.mode.scale_format = c.scale_format,
   config.mode.scale_layout = c.scale_layout;
   plant_probe_rows(config, tokens, rng, ar, residual, weight);
   const auto expected = reference::epilogue(config, tokens, ar, residual, weight);
 
-  const bool mx = is_mxfp4(c.quant);
-  const size_t out_bytes = mx ? n / 2 : n;
-  const size_t groups = size_t(tokens) * size_t(hidden / (mx ? kMxBlockSize : c.group));
-  const bool byte_scales = mx || c.scale_format == ScaleFormat::e8m0;
+  const bool fp4 = packs_fp4(c.quant), nv = is_nvfp4(c.quant), statik = is_static_fp8(c.quant);
+  const size_t out_bytes = fp4 ? n / 2 : n;
+  const size_t groups = nv       ? reference::nvfp4_scale_count(tokens, hidden, c.scale_layout)
+                        : statik ? 0
+                                 : size_t(tokens) * size_t(hidden / (fp4 ? kMxBlockSize : c.group));
+  const bool byte_scales = fp4 || c.scale_format == ScaleFormat::e8m0;
   DeviceBuffer d_in(ctx.device(), n * 2), d_res(ctx.device(), n * 2), d_res_out(ctx.device(), n * 2),
-      d_weight(ctx.device(), size_t(hidden) * 2), d_out(ctx.device(), out_bytes), d_scales(ctx.device(), groups * 4),
-      d_mirror(ctx.device(), n * 2);
+      d_weight(ctx.device(), size_t(hidden) * 2), d_out(ctx.device(), out_bytes),
+      d_scales(ctx.device(), std::max<size_t>(groups * 4, 16)), d_mirror(ctx.device(), n * 2),
+      d_quant_scale(ctx.device(), 16);
   d_in.upload(ar), d_res.upload(residual), d_weight.upload(weight);
+  d_quant_scale.upload(std::vector<float>{config.quant_scale});
   for (auto* b : {&d_res_out, &d_out, &d_scales, &d_mirror}) b->fill(kPoison);
+  const float* quant_scale = static_cast<const float*>(d_quant_scale.get());
 
   RmsnormQuantArgs args;
   args.input = d_in.get(), args.residual_in = d_res.get(), args.residual_out = d_res_out.get();
@@ -169,25 +176,31 @@ void check_block_scaled(Context& ctx, const BlockScaledCase& c) {
   args.mirror = d_mirror.get(), args.tokens = tokens, args.hidden = hidden;
   args.dtype = c.dtype, args.mode.quant = c.quant, args.mode.norm = c.norm;
   args.mode.group_size = c.group, args.mode.scale_format = c.scale_format, args.mode.scale_layout = c.scale_layout;
+  if (statik) args.static_scale = quant_scale, args.scales = nullptr;
+  if (nv) args.global_scale = quant_scale;
   rmsnorm_quant(ctx, args, stream);
   stream.synchronize();
 
   test::require_device_epilogue({d_res_out, d_out, d_scales, d_mirror}, expected, config, tokens);
   if (writes_mirror(c.quant)) {
     // As contract step 8 for per-token FP8: group_quant of the mirror gives the same bytes and scales.
-    DeviceBuffer d_q2(ctx.device(), out_bytes), d_s2(ctx.device(), groups * 4);
+    DeviceBuffer d_q2(ctx.device(), out_bytes), d_s2(ctx.device(), std::max<size_t>(groups * 4, 16));
     d_q2.fill(kPoison), d_s2.fill(kPoison);
     GroupQuantArgs gq;
-    gq.input = d_mirror.get(), gq.out = d_q2.get(), gq.scales = d_s2.get(), gq.tokens = tokens, gq.hidden = hidden;
-    gq.dtype = c.dtype, gq.mode.quant = mx ? Quant::mxfp4 : Quant::fp8_group, gq.mode.group_size = c.group;
-    gq.mode.scale_format = c.scale_format, gq.mode.scale_layout = c.scale_layout;
+    gq.input = d_mirror.get(), gq.out = d_q2.get(), gq.scales = statik ? nullptr : d_s2.get(), gq.tokens = tokens;
+    gq.hidden = hidden, gq.dtype = c.dtype, gq.mode.quant = test::without_mirror(c.quant);
+    gq.mode.group_size = c.group, gq.mode.scale_format = c.scale_format, gq.mode.scale_layout = c.scale_layout;
+    if (statik) gq.static_scale = quant_scale;
+    if (nv) gq.global_scale = quant_scale;
     group_quant(ctx, gq, stream);
     stream.synchronize();
     test::require_bits_equal(d_q2.download<std::uint8_t>(out_bytes), expected.q, "group_quant(mirror)",
-                             mx ? hidden / 2 : hidden);
+                             fp4 ? hidden / 2 : hidden);
     const size_t scale_bytes = groups * (byte_scales ? 1 : 4);
-    test::require_bits_equal(d_s2.download<std::uint8_t>(scale_bytes), d_scales.download<std::uint8_t>(scale_bytes),
-                             "group_quant(mirror) scales vs the epilogue's", int(scale_bytes / size_t(tokens)));
+    if (scale_bytes > 0) {
+      test::require_bits_equal(d_s2.download<std::uint8_t>(scale_bytes), d_scales.download<std::uint8_t>(scale_bytes),
+                               "group_quant(mirror) scales vs the epilogue's", int(scale_bytes / size_t(tokens)));
+    }
   }
 }
 
@@ -299,6 +312,22 @@ TEST_CASE("rmsnorm_quant block-scaled modes match the reference bit for bit", "[
           check_block_scaled(gpu_context(), {shape.first, shape.second, dtype, quant, norm, group, format, layout});
         }
       }
+    }
+  }
+}
+
+TEST_CASE("rmsnorm_quant static FP8 and NVFP4 match the reference bit for bit", "[gpu][epilogue][quant]") {
+  const DType dtype = GENERATE(DType::bf16, DType::f16);
+  const int tokens = GENERATE(1, 7, 129, 1000);
+  const int hidden = GENERATE(2880, 5120, 7168);
+  const Norm norm = tokens % 2 == 1 ? Norm::gemma : Norm::rms;
+  using L = ScaleLayout;
+  for (Quant quant : {Quant::fp8_static, Quant::fp8_static_mirror}) {
+    check_block_scaled(gpu_context(), {tokens, hidden, dtype, quant, norm, 0, ScaleFormat::f32, L::row_major});
+  }
+  for (Quant quant : {Quant::nvfp4, Quant::nvfp4_mirror}) {
+    for (L layout : {L::row_major, L::swizzled_128x4}) {
+      check_block_scaled(gpu_context(), {tokens, hidden, dtype, quant, norm, 0, ScaleFormat::f32, layout});
     }
   }
 }

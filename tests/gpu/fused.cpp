@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <memory>
 
@@ -49,6 +50,7 @@ RmsnormQuantArgs layout_of(const Case& c) {
 struct RankBuffers {
   DeviceBuffer input, residual, residual_out, weight, out, scales, mirror;
   std::unique_ptr<Stream> stream;
+  DeviceBuffer quant_scale;  // fp8_static's scale, nvfp4's global scale
 };
 
 // One group of W virtual ranks on device 0, with per-rank buffers at full capacity.
@@ -64,7 +66,7 @@ struct VirtualGroup {
       ranks.push_back(RankBuffers{DeviceBuffer(dev, n * 2), DeviceBuffer(dev, n * 2), DeviceBuffer(dev, n * 2),
                                   DeviceBuffer(dev, kMaxHidden * 2), DeviceBuffer(dev, n * 2),
                                   DeviceBuffer(dev, std::max<size_t>(kMaxTokens * 4, n / 8)),  // fp32 per 32
-                                  DeviceBuffer(dev, n * 2), std::make_unique<Stream>(dev)});
+                                  DeviceBuffer(dev, n * 2), std::make_unique<Stream>(dev), DeviceBuffer(dev, 16)});
     }
   }
   int world() const { return group->world(); }
@@ -99,6 +101,9 @@ AllreduceRmsnormArgs VirtualGroup::args(int r, const Case& c) {
   a.input_stride = layout.input_stride, a.residual_in_stride = layout.residual_in_stride;
   a.residual_out_stride = layout.residual_out_stride, a.out_stride = layout.out_stride;
   a.mirror_stride = layout.mirror_stride, a.out_width = layout.out_width;
+  const float* scale = static_cast<const float*>(ranks[size_t(r)].quant_scale.get());
+  if (is_static_fp8(c.quant)) a.static_scale = scale;
+  if (is_nvfp4(c.quant)) a.global_scale = scale;
   return a;
 }
 
@@ -122,16 +127,23 @@ VirtualGroup& group_of(int world) {
   return *g;
 }
 
-reference::EpilogueConfig config_of(VirtualGroup& g, const Case& c) {
-  reference::EpilogueConfig config{c.hidden, c.dtype, EpilogueMode{c.quant, c.norm}, 1e-6f,
-                                   g.group->rank(0).device().target()};
+reference::EpilogueConfig config_of(VirtualGroup& g, const Case& c, float quant_scale) {
+  reference::EpilogueConfig config{
+      c.hidden, c.dtype, EpilogueMode{c.quant, c.norm}, 1e-6f, g.group->rank(0).device().target(), quant_scale};
   config.mode.group_size = c.group, config.mode.scale_format = c.scale_format,
   config.mode.scale_layout = c.scale_layout;
   return config;
 }
 
-// Uploads fresh inputs (distinct per rank; residual and weight shared, as in tensor parallel).
-reference::EpilogueOutputs prepare(VirtualGroup& g, const Case& c, std::mt19937& rng) {
+reference::EpilogueConfig config_of(VirtualGroup& g, const Case& c) {
+  return config_of(g, c, test::test_quant_scale(c.quant));
+}
+
+// Uploads fresh inputs (distinct per rank; residual and weight shared, as in tensor parallel),
+// and the call's scale where the mode reads one; returns the reference's outputs for that scale.
+reference::EpilogueOutputs prepare(VirtualGroup& g, const Case& c, std::mt19937& rng,
+                                   float quant_scale = std::numeric_limits<float>::quiet_NaN()) {
+  if (std::isnan(quant_scale)) quant_scale = test::test_quant_scale(c.quant);
   const size_t n = size_t(c.tokens) * c.hidden;
   std::vector<Bits16> inputs;
   for (int r = 0; r < g.world(); ++r) inputs.push_back(test::random_tensor(rng, n, c.dtype));
@@ -143,15 +155,19 @@ reference::EpilogueOutputs prepare(VirtualGroup& g, const Case& c, std::mt19937&
     g.ranks[size_t(r)].input.upload(test::spread_rows(inputs[size_t(r)], c.tokens, c.hidden, rows.input));
     g.ranks[size_t(r)].residual.upload(test::spread_rows(residual, c.tokens, c.hidden, rows.residual_in));
     g.ranks[size_t(r)].weight.upload(weight);
+    g.ranks[size_t(r)].quant_scale.upload(std::vector<float>{quant_scale});
   }
-  return reference::epilogue(config_of(g, c), c.tokens, reference::fold(inputs, c.dtype), residual, weight);
+  return reference::epilogue(config_of(g, c, quant_scale), c.tokens, reference::fold(inputs, c.dtype), residual,
+                             weight);
 }
 
-void require_outputs(VirtualGroup& g, const Case& c, const reference::EpilogueOutputs& e, const std::string& label) {
+void require_outputs(VirtualGroup& g, const Case& c, const reference::EpilogueOutputs& e, const std::string& label,
+                     float quant_scale = std::numeric_limits<float>::quiet_NaN()) {
+  if (std::isnan(quant_scale)) quant_scale = test::test_quant_scale(c.quant);
   for (int r = 0; r < g.world(); ++r) {
     const auto& b = g.ranks[size_t(r)];
-    test::require_device_epilogue({b.residual_out, b.out, b.scales, b.mirror}, e, config_of(g, c), c.tokens,
-                                  detail::row_strides(layout_of(c)), label + " rank " + std::to_string(r));
+    test::require_device_epilogue({b.residual_out, b.out, b.scales, b.mirror}, e, config_of(g, c, quant_scale),
+                                  c.tokens, detail::row_strides(layout_of(c)), label + " rank " + std::to_string(r));
   }
 }
 
@@ -253,6 +269,52 @@ TEST_CASE("fused all-reduce: block-scaled modes, every world size, both stages, 
   for (const Case& c : groups) {
     CAPTURE(c.group, to_string(c.scale_format));
     check_case(world, c, graph);
+  }
+}
+
+// Static per-tensor FP8 and NVFP4 (both scale layouts), then a graph replayed after the scale
+// changed on the device: the kernels read the scale when they run.
+TEST_CASE("fused all-reduce: static FP8 and NVFP4, every world size, both stages, eager and graph",
+          "[gpu][fused][quant]") {
+  const int world = GENERATE(2, 4, 8);
+  const auto shape = GENERATE(std::pair<int, int>{1, 5120}, std::pair<int, int>{7, 2880},
+                              std::pair<int, int>{129, 7168}, std::pair<int, int>{1000, 5120});
+  const DType dtype = shape.first == 129 ? DType::f16 : DType::bf16;
+  const Norm norm = shape.first == 7 ? Norm::gemma : Norm::rms;
+  const bool graph = shape.first != 1000;
+  using F = ScaleFormat;
+  using L = ScaleLayout;
+  const Case cases[] = {{shape.first, shape.second, dtype, Quant::fp8_static, norm, 0, F::f32, L::row_major, true},
+                        {shape.first, shape.second, dtype, Quant::fp8_static_mirror, norm},
+                        {shape.first, shape.second, dtype, Quant::nvfp4, norm, 0, F::f32, L::swizzled_128x4, true},
+                        {shape.first, shape.second, dtype, Quant::nvfp4_mirror, norm, 0, F::f32, L::row_major},
+                        {shape.first, shape.second, dtype, Quant::nvfp4_mirror, norm, 0, F::f32, L::swizzled_128x4}};
+  for (const Case& c : cases) {
+    CAPTURE(to_string(c.scale_layout));
+    check_case(world, c, graph);
+  }
+  if (shape.first != 129) return;
+  for (const Case& c : {cases[0], cases[2]}) {
+    VirtualGroup& g = group_of(world);
+    auto rng = test::fresh_rng();
+    CAPTURE(world, to_string(c.quant), "scale changed between replays");
+    const float first = test::test_quant_scale(c.quant), second = first * 0.37f;
+    auto expected = prepare(g, c, rng, first);
+    g.poison();
+    std::vector<std::unique_ptr<Graph>> graphs;
+    for (int r = 0; r < world; ++r) {
+      graphs.push_back(std::make_unique<Graph>(*g.ranks[size_t(r)].stream, [&] {
+        for (int i = 0; i < 4; ++i) g.group->rank(r).allreduce_rmsnorm(g.args(r, c), *g.ranks[size_t(r)].stream);
+      }));
+    }
+    for (int r = 0; r < world; ++r) graphs[size_t(r)]->launch(*g.ranks[size_t(r)].stream);
+    g.sync();
+    require_outputs(g, c, expected, "graph, first scale", first);
+    expected = prepare(g, c, rng, second);  // fresh inputs and the second scale, into the same buffers
+    g.poison();
+    for (int r = 0; r < world; ++r) graphs[size_t(r)]->launch(*g.ranks[size_t(r)].stream);
+    g.sync();
+    require_outputs(g, c, expected, "graph, second scale", second);
   }
 }
 

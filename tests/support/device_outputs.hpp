@@ -29,7 +29,7 @@ inline void require_device_epilogue(const DeviceEpilogueBuffers& device, const r
                                     const std::string& who = "") {
   const int hidden = config.hidden;
   const std::size_t count = std::size_t(tokens);
-  const bool mx = is_mxfp4(config.mode.quant);
+  const bool mx = packs_fp4(config.mode.quant);
   const int unit = config.mode.quant == Quant::none ? 2 : 1;
   const int out_row_bytes = mx ? hidden / 2 : hidden * unit;
   const std::size_t scale_bytes = want.scale_bytes.empty() ? want.scales.size() * 4 : want.scale_bytes.size();

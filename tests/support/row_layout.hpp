@@ -15,7 +15,7 @@ inline RmsnormQuantArgs epilogue_layout(int tokens, int hidden, DType dtype, con
   if (strided) {
     a.input_stride = hidden + 8, a.residual_in_stride = hidden + 16, a.residual_out_stride = hidden + 24;
     a.mirror_stride = hidden + 32;
-    const int out_row = is_mxfp4(mode.quant) ? hidden / 2 : out_width ? out_width : hidden;
+    const int out_row = packs_fp4(mode.quant) ? hidden / 2 : out_width ? out_width : hidden;
     a.out_stride = mode.quant == Quant::none ? out_row + 8 : (out_row + 31) / 16 * 16;
   }
   return a;

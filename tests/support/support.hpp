@@ -228,6 +228,39 @@ struct EpilogueBytes {
   const std::vector<std::uint16_t>& mirror;
 };
 
+// The mode that writes y beside q, and the one that does not (group_quant's).
+inline Quant with_mirror(Quant q) {
+  switch (q) {
+    case Quant::fp8: return Quant::fp8_mirror;
+    case Quant::fp8_group: return Quant::fp8_group_mirror;
+    case Quant::mxfp4: return Quant::mxfp4_mirror;
+    case Quant::fp8_static: return Quant::fp8_static_mirror;
+    case Quant::nvfp4: return Quant::nvfp4_mirror;
+    default: return q;
+  }
+}
+inline Quant without_mirror(Quant q) {
+  switch (q) {
+    case Quant::fp8_mirror: return Quant::fp8;
+    case Quant::fp8_group_mirror: return Quant::fp8_group;
+    case Quant::mxfp4_mirror: return Quant::mxfp4;
+    case Quant::fp8_static_mirror: return Quant::fp8_static;
+    case Quant::nvfp4_mirror: return Quant::nvfp4;
+    default: return q;
+  }
+}
+
+inline std::string fp4_or_fp8_name(Quant quant) {
+  return is_mxfp4(quant) ? "mxfp4" : is_nvfp4(quant) ? "nvfp4" : "fp8";
+}
+
+// The scale value a test passes for the modes that read one: fp8_static's scale puts typical
+// rows well inside the FP8 range and saturates the large ones; nvfp4's global scale is the usual
+// 448 * 6 / amax for an amax of 8.
+inline float test_quant_scale(Quant quant) {
+  return is_nvfp4(quant) ? 448.0f * 6.0f / 8.0f : is_static_fp8(quant) ? 0.0123f : 1.0f;
+}
+
 inline void require_epilogue_bytes(const EpilogueBytes& got, const reference::EpilogueOutputs& want,
                                    const reference::EpilogueConfig& config, int tokens, const std::string& who = "") {
   const int hidden = config.hidden;
@@ -241,13 +274,14 @@ inline void require_epilogue_bytes(const EpilogueBytes& got, const reference::Ep
     require_bits_equal(out, want.out, at + "out", hidden);
     return;
   }
-  const bool mx = is_mxfp4(config.mode.quant);
-  require_bits_equal(got.out, want.q, at + (mx ? "mxfp4 out" : "fp8 out"), mx ? hidden / 2 : hidden);
+  const bool fp4 = packs_fp4(config.mode.quant);
+  require_bits_equal(got.out, want.q, at + fp4_or_fp8_name(config.mode.quant) + " out", fp4 ? hidden / 2 : hidden);
   if (!want.scale_bytes.empty()) {
     const std::size_t count = want.scale_bytes.size();
     REQUIRE(got.scales.size() >= count);
     require_bits_equal(std::vector<std::uint8_t>(got.scales.begin(), got.scales.begin() + long(count)),
-                       want.scale_bytes, at + "E8M0 scales", int(count / std::size_t(tokens)));
+                       want.scale_bytes, at + (is_nvfp4(config.mode.quant) ? "E4M3 scales" : "E8M0 scales"),
+                       int(count / std::size_t(tokens)));
   } else {
     REQUIRE(got.scales.size() >= want.scales.size() * 4);
     std::vector<float> scales(want.scales.size());

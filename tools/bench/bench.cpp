@@ -42,7 +42,7 @@ modes:
   epilogue   rmsnorm_quant alone (the kernel after an external all-reduce)
   fused      the Group's fused all-reduce + epilogue, W virtual ranks on GPU 0, against the
              unfused path (arfuse all-reduce + rmsnorm_quant + token_quant, or group_quant
-             for fp8_group and mxfp4), interleaved
+             for the block-scaled and static modes), interleaved
   allreduce  the plain all-reduce, one-stage against two-stage, interleaved
   compile    JIT cold compile, disk hit and memory hit (needs no GPU)
   report     re-print a saved --json FILE as a table (and --svg); needs no GPU
@@ -55,7 +55,8 @@ options:
   --shapes LIST   tokens x hidden, e.g. 2517x6144,12x6144 (default: 12x6144,128x8192,512x6144,
                   2517x6144,4097x6144,2048x8192)
   --quant LIST    output modes: none (T out), fp8 (per token), fp8_group (group 128, fp32
-                  scales), mxfp4, and fp8_mirror, fp8_group_mirror, mxfp4_mirror (also y in T,
+                  scales), mxfp4, fp8_static (scale 0.0123), nvfp4 (global scale 336, swizzled scales),
+                  and fp8_mirror, fp8_group_mirror, mxfp4_mirror, fp8_static_mirror, nvfp4_mirror (also y in T,
                   checked and counted; the unfused path's y is the mirror) (default: none,fp8)
   --world N       ranks for fused/allreduce (default 4)
   --stage N       force 1 or 2 for fused (default: the tuning table)
@@ -122,8 +123,9 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       };
       const bool mirror = writes_mirror(q);
       std::vector<Set> sets;
-      DeviceBuffer weight(ctx.device(), std::size_t(s.hidden) * 2);
+      DeviceBuffer weight(ctx.device(), std::size_t(s.hidden) * 2), quant_scale(ctx.device(), 16);
       weight.upload(w);
+      quant_scale.upload(std::vector<float>{bench_quant_scale(q)});
       for (int i = 0; i < k; ++i) {
         sets.push_back(Set{DeviceBuffer(ctx.device(), strided * 2), DeviceBuffer(ctx.device(), strided * 2),
                            DeviceBuffer(ctx.device(), n * 2), DeviceBuffer(ctx.device(), n * 2),
@@ -143,6 +145,7 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
         a.out = set.out.get(), a.scales = set.scales.get(), a.tokens = s.tokens, a.hidden = s.hidden;
         a.mode = bench_mode(q), a.mirror = mirror ? set.mirror.get() : nullptr;
         a.input_stride = a.residual_in_stride = stride;
+        set_quant_scale(a, q, quant_scale.get());
         return a;
       };
       Stream stream(ctx.device());
@@ -156,7 +159,8 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       row.t = time_graphs(
           ctx.device(), streams, [&](int, int c) { rmsnorm_quant(ctx, args_for(c), stream); }, replays, runs);
       stream.synchronize();
-      reference::EpilogueConfig config{s.hidden, DType::bf16, bench_mode(q), 1e-6f, ctx.device().target()};
+      reference::EpilogueConfig config{s.hidden, DType::bf16,           bench_mode(q),
+                                       1e-6f,    ctx.device().target(), bench_quant_scale(q)};
       const auto e = reference::epilogue(config, s.tokens, in, res, w);
       // Set 0's outputs against the reference.
       auto check_outputs = [&](Row& checked) {

@@ -44,6 +44,8 @@ struct Workload {
     residual = random_bits(rng, n), weight = random_bits(rng, std::size_t(s.hidden), 0.5f);
     sets.resize(size_t(world));
     for (int r = 0; r < world; ++r) {
+      quant_scales.push_back(std::make_unique<DeviceBuffer>(dev, 16));
+      quant_scales.back()->upload(std::vector<float>{bench_quant_scale(q)});
       g.rank(r).device().copy_to_device(g.rank(r).input_buffer(), inputs[size_t(r)].data(), n * 2);
       weights.push_back(std::make_unique<DeviceBuffer>(dev, std::size_t(s.hidden) * 2));
       weights.back()->upload(weight);
@@ -71,6 +73,7 @@ struct Workload {
     a.weight = weights[size_t(r)]->get(), a.out = x.out.get(), a.scales = x.scales.get();
     a.tokens = s.tokens, a.hidden = s.hidden, a.mode = bench_mode(q);
     a.mirror = writes_mirror(q) ? x.y.get() : nullptr;
+    set_quant_scale(a, q, quant_scales[size_t(r)]->get());
     g.rank(r).allreduce_rmsnorm(a, *streams[size_t(r)]);
   }
   void allreduce(int r, void* out) {
@@ -79,7 +82,7 @@ struct Workload {
     g.rank(r).allreduce(ar, *streams[size_t(r)]);
   }
   // The unfused path: all-reduce, then residual + RMSNorm, then the quantiser of the mode
-  // (token_quant for per-token FP8, group_quant for fp8_group and MXFP4): three kernels, as an
+  // (token_quant for per-token FP8, group_quant for the others): three kernels, as an
   // engine without the fusion runs them. In the _mirror modes y is the mirror.
   void unfused(int r, int c) {
     Set& x = set(r, c);
@@ -97,8 +100,10 @@ struct Workload {
       token_quant(g.rank(r).context(), t, *streams[size_t(r)]);
     } else if (quantiser != Quant::none) {
       GroupQuantArgs t;
-      t.input = x.y.get(), t.out = x.out.get(), t.scales = x.scales.get(), t.tokens = s.tokens, t.hidden = s.hidden;
-      t.mode = bench_mode(quantiser);  // fp32 scales, row-major: the defaults
+      t.input = x.y.get(), t.out = x.out.get(), t.tokens = s.tokens, t.hidden = s.hidden;
+      t.scales = is_static_fp8(quantiser) ? nullptr : x.scales.get();
+      t.mode = bench_mode(quantiser);  // fp32 scales, row-major: the defaults; NVFP4 swizzled
+      set_quant_scale(t, quantiser, quant_scales[size_t(r)]->get());
       group_quant(g.rank(r).context(), t, *streams[size_t(r)]);
     }
   }
@@ -117,7 +122,8 @@ struct Workload {
 
   // The rows' outputs (set 0 of every rank) against the reference epilogue.
   void compare_epilogue(Row& row) {
-    reference::EpilogueConfig config{s.hidden, DType::bf16, bench_mode(q), 1e-6f, g.rank(0).device().target()};
+    reference::EpilogueConfig config{
+        s.hidden, DType::bf16, bench_mode(q), 1e-6f, g.rank(0).device().target(), bench_quant_scale(q)};
     if (!expected)
       expected = std::make_unique<reference::EpilogueOutputs>(
           reference::epilogue(config, s.tokens, reference::fold(inputs, DType::bf16), residual, weight));
@@ -138,6 +144,7 @@ struct Workload {
   Bits16 residual, weight;
   std::vector<std::vector<Set>> sets;
   std::vector<std::unique_ptr<DeviceBuffer>> weights;
+  std::vector<std::unique_ptr<DeviceBuffer>> quant_scales;  // each rank's fp32 bench_quant_scale
   std::vector<std::unique_ptr<Stream>> streams_owned;
   std::vector<Stream*> streams;
   std::unique_ptr<reference::EpilogueOutputs> expected;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "arfuse/epilogue.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/reference/numerics.hpp"
 
@@ -66,6 +67,8 @@ Quant without_mirror(Quant q) {
     case Quant::fp8_mirror: return Quant::fp8;
     case Quant::fp8_group_mirror: return Quant::fp8_group;
     case Quant::mxfp4_mirror: return Quant::mxfp4;
+    case Quant::fp8_static_mirror: return Quant::fp8_static;
+    case Quant::nvfp4_mirror: return Quant::nvfp4;
     default: return q;
   }
 }
@@ -84,12 +87,17 @@ std::size_t output_bytes(Quant q, std::size_t tokens, std::size_t hidden) {
     case Quant::fp8: return n + tokens * 4 + mirror;
     case Quant::fp8_group: return n + tokens * (hidden / kBenchGroupSize) * 4 + mirror;
     case Quant::mxfp4: return n / 2 + tokens * (hidden / 32) + mirror;
+    case Quant::fp8_static: return n + mirror;
+    case Quant::nvfp4:  // the swizzled scales' padding is written too
+      return n / 2 + std::size_t(nvfp4_scale_bytes(int(tokens), int(hidden), ScaleLayout::swizzled_128x4)) + mirror;
     default: throw UsageError(fmt::format("the bench does not time quant {}", to_string(q)));
   }
 }
 
 std::size_t scale_buffer_bytes(std::size_t tokens, std::size_t hidden) {
-  return std::max(tokens * 4, tokens * (hidden / 32));  // fp32 per token; fp32 per 128 = byte per 32
+  // fp32 per token; fp32 per 128 = byte per 32; NVFP4's swizzled bytes (16 rows at least)
+  return std::max({tokens * 4, tokens * (hidden / 32),
+                   std::size_t(nvfp4_scale_bytes(int(tokens), int(hidden), ScaleLayout::swizzled_128x4))});
 }
 
 void compare_bytes(Row& row, const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& expected) {

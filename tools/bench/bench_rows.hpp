@@ -47,15 +47,32 @@ std::vector<std::string> split_commas(const std::string& text);
 std::vector<Shape> parse_shapes(const std::string& text);
 // The group size of the bench's fp8_group rows (fp32 scales, row-major: the calls' defaults).
 constexpr int kBenchGroupSize = 128;
-// The mode the bench runs `quant` in: RMSNorm, group size kBenchGroupSize, fp32 row-major scales.
+// The mode the bench runs `quant` in: RMSNorm, group size kBenchGroupSize, fp32 row-major scales;
+// NVFP4 with the swizzled scales GEMMs read.
 inline EpilogueMode bench_mode(Quant quant) {
   EpilogueMode mode;
   mode.quant = quant;
   mode.group_size = kBenchGroupSize;
+  if (is_nvfp4(quant)) mode.scale_layout = ScaleLayout::swizzled_128x4;
   return mode;
 }
 
-// Every quant mode by name: none, fp8, fp8_group (kBenchGroupSize), mxfp4, and their _mirror modes.
+// The scale the bench's calls read: fp8_static's (its rows, |y| up to about 3, well inside the
+// FP8 range) and NVFP4's global scale (448 * 6 / 8); 1 for the other modes.
+inline float bench_quant_scale(Quant quant) {
+  return is_nvfp4(quant) ? 448.0f * 6.0f / 8.0f : is_static_fp8(quant) ? 0.0123f : 1.0f;
+}
+
+// Points a call's static_scale or global_scale, where its mode reads one, at `scale` (a device
+// fp32 holding bench_quant_scale).
+template <typename Args>
+void set_quant_scale(Args& a, Quant quant, const void* scale) {
+  if (is_static_fp8(quant)) a.static_scale = static_cast<const float*>(scale);
+  if (is_nvfp4(quant)) a.global_scale = static_cast<const float*>(scale);
+}
+
+// Every quant mode by name: none, fp8, fp8_group (kBenchGroupSize), mxfp4, fp8_static, nvfp4, and
+// their _mirror modes.
 std::vector<Quant> parse_quants(const std::string& text);
 // The mode a _mirror mode quantises to (fp8_mirror -> fp8); any other mode itself.
 Quant without_mirror(Quant quant);
