@@ -157,6 +157,14 @@ EpilogueMode parse_mode(const std::string& quant, const std::string& norm, int g
                       parse_scale_layout(scale_layout)};
 }
 
+// The call's scale (fp8_static's scale, nvfp4's global scale) where the mode reads one.
+template <typename Args>
+void set_quant_scale(Args& a, std::uintptr_t scale) {
+  const auto* p = static_cast<const float*>(address(scale));
+  if (is_static_fp8(a.mode.quant)) a.static_scale = p;
+  if (is_nvfp4(a.mode.quant)) a.global_scale = p;
+}
+
 RmsnormQuantArgs epilogue_args(const Pointers& p, const Layout& l, float eps, int tokens, int hidden,
                                const std::string& dtype, const EpilogueMode& mode) {
   RmsnormQuantArgs a;
@@ -237,7 +245,7 @@ void bind_group_class(nb::module_& m) {
               int tokens, int hidden, const std::string& dtype, const std::string& quant, const std::string& norm,
               int group_size, const std::string& scale_format, const std::string& scale_layout, bool pdl,
               std::uintptr_t stream, int input_stride, int residual_in_stride, int residual_out_stride, int out_stride,
-              int mirror_stride, int out_width) {
+              int mirror_stride, int out_width, std::uintptr_t quant_scale) {
              Rank& rank = g.rank(local);
              AllreduceRmsnormArgs args;
              static_cast<RmsnormQuantArgs&>(args) = epilogue_args(
@@ -245,6 +253,7 @@ void bind_group_class(nb::module_& m) {
                  {input_stride, residual_in_stride, residual_out_stride, out_stride, mirror_stride, out_width}, eps,
                  tokens, hidden, dtype, parse_mode(quant, norm, group_size, scale_format, scale_layout));
              args.pdl = pdl;
+             set_quant_scale(args, quant_scale);
              rank.allreduce_rmsnorm(args, Stream(rank.device(), mutable_address(stream)));
            })
       .def("allreduce",
@@ -306,13 +315,14 @@ void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatc
          int hidden, const std::string& dtype, const std::string& quant, const std::string& norm, int group_size,
          const std::string& scale_format, const std::string& scale_layout, bool pdl, std::uintptr_t stream,
          int input_stride, int residual_in_stride, int residual_out_stride, int out_stride, int mirror_stride,
-         int out_width) {
+         int out_width, std::uintptr_t quant_scale) {
         Context& ctx = context_for(device);
         RmsnormQuantArgs args =
             epilogue_args({input, residual_in, residual_out, weight, out, scales, mirror},
                           {input_stride, residual_in_stride, residual_out_stride, out_stride, mirror_stride, out_width},
                           eps, tokens, hidden, dtype, parse_mode(quant, norm, group_size, scale_format, scale_layout));
         args.pdl = pdl;
+        set_quant_scale(args, quant_scale);
         rmsnorm_quant(ctx, args, Stream(ctx.device(), mutable_address(stream)));
       },
       "The standalone epilogue (runtime/epilogue.hpp) on `device`'s stream `stream`.");
@@ -320,7 +330,8 @@ void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatc
       "group_quant",
       [](int device, std::uintptr_t input, std::uintptr_t out, std::uintptr_t scales, int tokens, int hidden,
          const std::string& dtype, const std::string& quant, int group_size, const std::string& scale_format,
-         const std::string& scale_layout, bool pdl, std::uintptr_t stream, int input_stride) {
+         const std::string& scale_layout, bool pdl, std::uintptr_t stream, int input_stride,
+         std::uintptr_t quant_scale) {
         Context& ctx = context_for(device);
         GroupQuantArgs a;
         a.pdl = pdl;
@@ -328,9 +339,10 @@ void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatc
         a.input = address(input), a.out = mutable_address(out), a.scales = mutable_address(scales);
         a.tokens = tokens, a.hidden = hidden, a.dtype = parse_dtype(dtype);
         a.mode = parse_mode(quant, "rms", group_size, scale_format, scale_layout);
+        set_quant_scale(a, quant_scale);
         group_quant(ctx, a, Stream(ctx.device(), mutable_address(stream)));
       },
-      "Per-token-group FP8 or MXFP4 of a tensor that already is y (runtime/epilogue.hpp).");
+      "Per-token-group FP8, MXFP4, static FP8 or NVFP4 of a tensor that already is y (runtime/epilogue.hpp).");
   m.def(
       "check_mode",
       [](const std::string& quant, const std::string& norm, int group_size, const std::string& scale_format,

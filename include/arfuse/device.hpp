@@ -83,7 +83,7 @@ class ARFUSE_API DeviceBuffer {
   template <typename T>
   std::vector<T> download(std::size_t count) const {
     std::vector<T> host(count);
-    download(host.data(), count * sizeof(T));
+    if (count > 0) download(host.data(), count * sizeof(T));
     return host;
   }
 

@@ -13,22 +13,28 @@ One process per GPU, as tensor-parallel engines run::
 The ops (``torch.ops.arfuse.*``) run on torch's current stream, have fake implementations for
 ``torch.compile(fullgraph=True)``, and can be captured into CUDA graphs once they ran eagerly:
 
-    allreduce_rmsnorm(comm, input, residual, weight, eps, quant, norm, group_size, scale_format, scale_layout, pdl)
+    allreduce_rmsnorm(comm, input, residual, weight, eps, quant, norm, group_size, scale_format, scale_layout, pdl,
+                      pad_to_multiple, scale)
         -> (out, residual_out, scales, mirror)
     allreduce_rmsnorm_inplace(comm, input, residual!, weight, eps, quant, norm, ...)
         -> (out, scales, mirror)                 # residual_out written over residual
     allreduce(comm, input, pdl) -> out
     rmsnorm_quant(input, residual, weight, eps, quant, norm, ...)
         -> (out, residual_out, scales, mirror)   # the epilogue alone, for a sum made elsewhere
-    group_quant(input, quant, group_size, scale_format, scale_layout, pdl)
-        -> (out, scales)                         # fp8_group / mxfp4 of a tensor that already is y
+    group_quant(input, quant, group_size, scale_format, scale_layout, pdl, scale)
+        -> (out, scales)                         # fp8_group, mxfp4, fp8_static, nvfp4 of y
 
 ``comm`` is a communicator's ``handle``. quant is one of QUANT_MODES; norm "rms" or "gemma".
-``out`` is T (quant none), FP8 (``float8_e4m3fn``; ``float8_e4m3fnuz`` on gfx942) for fp8 and
-fp8_group, or uint8 [tokens, hidden / 2] (two E2M1 codes per byte) for mxfp4. ``scales``: fp32
-[tokens] for fp8; for fp8_group one per `group_size` elements, fp32 (scale_format "f32" or
-"ue8m0_f32") or uint8 E8M0 ("e8m0"), [tokens, hidden / group_size] or, with scale_layout
-"column_major", [hidden / group_size, tokens]; for mxfp4 uint8 E8M0 [tokens, hidden / 32]. ``mirror``:
+``out`` is T (quant none), FP8 (``float8_e4m3fn``; ``float8_e4m3fnuz`` on gfx942) for fp8,
+fp8_group and fp8_static, or uint8 [tokens, hidden / 2] (two E2M1 codes per byte, element 2k in
+the low nibble) for mxfp4 and nvfp4. ``scales``: fp32 [tokens] for fp8; for fp8_group one per
+`group_size` elements, fp32 (scale_format "f32" or "ue8m0_f32") or uint8 E8M0 ("e8m0"), [tokens,
+hidden / group_size] or, with scale_layout "column_major", [hidden / group_size, tokens]; for
+mxfp4 uint8 E8M0 [tokens, hidden / 32]; for nvfp4 uint8 E4M3 [tokens, hidden / 16] (scale_layout
+"row_major") or, with "swizzled_128x4", [tokens rounded up to 128, hidden / 16 rounded up to 4]
+in cuBLASLt's 128x4 tile order, the padding zero; none for fp8_static. ``scale``: a one-element
+float32 tensor on the input's device, fp8_static's scale or nvfp4's global scale, read when the
+kernel runs (a CUDA graph replays with whatever it holds then). ``mirror``:
 T [tokens, hidden] (the output before quantisation) for the _mirror modes. Outputs a call does
 not produce are empty tensors of shape [0]. ``pdl`` (default False): programmatic dependent
 launch (NVIDIA sm_90+, elsewhere ignored): the kernel is launched before the kernel ahead of it
@@ -42,6 +48,7 @@ communicator usable again.
 
 import itertools
 import threading
+from typing import Optional
 
 import torch
 import torch.distributed as dist
@@ -53,9 +60,10 @@ __all__ = ["Communicator", "local_communicators", "rmsnorm_quant", "group_quant"
            "SCALE_LAYOUTS"]
 
 _MODES = modes()
-QUANT_MODES = tuple(_MODES["quant"])  # none, fp8, fp8_mirror, fp8_group(_mirror), mxfp4(_mirror)
+QUANT_MODES = tuple(_MODES["quant"])  # none, fp8(_mirror), fp8_group(_mirror), mxfp4(_mirror), fp8_static(_mirror),
+#                                        nvfp4(_mirror)
 SCALE_FORMATS = tuple(_MODES["scale_format"])  # f32, ue8m0_f32, e8m0
-SCALE_LAYOUTS = tuple(_MODES["scale_layout"])  # row_major, column_major
+SCALE_LAYOUTS = tuple(_MODES["scale_layout"])  # row_major, column_major, swizzled_128x4
 NORM_MODES = tuple(_MODES["norm"])  # rms, gemma
 _DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "f16"}
 _FP8_DTYPES = {"e4m3fn": torch.float8_e4m3fn, "e4m3fnuz": torch.float8_e4m3fnuz}
@@ -153,9 +161,10 @@ def _out_width(hidden, mode, pad_to_multiple):
     if pad_to_multiple <= 1:
         return hidden
     width = -(-hidden // pad_to_multiple) * pad_to_multiple
-    if width != hidden and mode.quant not in ("none", "fp8", "fp8_mirror"):
+    if width != hidden and mode.quant not in ("none", "fp8", "fp8_mirror", "fp8_static", "fp8_static_mirror"):
         raise Error(f"pad_to_multiple={pad_to_multiple} pads out, which quant {mode.quant} does not take: only none, "
-                    f"fp8 and fp8_mirror write padded rows (the block-scaled modes' scales cover hidden only)")
+                    f"fp8, fp8_static and their mirrors write padded rows (the block-scaled modes' scales cover "
+                    f"hidden only)")
     if width % 8 != 0:
         raise Error(f"pad_to_multiple={pad_to_multiple} makes rows of {width} elements; a padded row must be a "
                     f"multiple of 8 elements")
@@ -179,6 +188,14 @@ class _Mode:
     @property
     def mx(self):
         return self.quant in ("mxfp4", "mxfp4_mirror")
+
+    @property
+    def nv(self):
+        return self.quant in ("nvfp4", "nvfp4_mirror")
+
+    @property
+    def static(self):
+        return self.quant in ("fp8_static", "fp8_static_mirror")
 
     def check(self, hidden):
         """The checks the C++ call makes on the mode, made before any output is allocated (the fake
@@ -204,6 +221,28 @@ def _check_epilogue(input, residual, weight, eps, mode):
     return input_stride, residual_stride
 
 
+def _check_scale(scale, mode, input):
+    """The address of `scale`, the fp32 the kernel reads when it runs (fp8_static's scale, nvfp4's
+    global scale): a one-element float32 tensor on input's device; None for the other modes."""
+    needed = mode.static or mode.nv
+    what = "global scale" if mode.nv else "scale"
+    if scale is None:
+        if needed:
+            raise Error(f"scale is None; quant {mode.quant} reads its {what} from a one-element float32 tensor "
+                        f"on the input's device")
+        return 0
+    if not needed:
+        raise Error(f"scale is given, but quant {mode.quant} reads none: it is for fp8_static, nvfp4 and their "
+                    f"mirrors")
+    if not isinstance(scale, torch.Tensor):
+        raise Error(f"scale is {type(scale).__name__}; it must be a one-element float32 tensor")
+    if scale.dtype != torch.float32 or scale.numel() != 1:
+        raise Error(f"scale is {scale.dtype} with {scale.numel()} elements; it must be one float32 element")
+    if scale.device != input.device:
+        raise Error(f"scale is on {scale.device}, input on {input.device}; they must be on the same device")
+    return scale.data_ptr()
+
+
 def _check_limits(group, input):
     tokens, hidden = _rows(input), input.shape[-1]
     if tokens > group.max_tokens:
@@ -224,6 +263,15 @@ def _epilogue_outputs(input, mode, fp8_dtype, width=None):
     elif mode.mx:
         out = torch.empty(lead + (hidden // 2,), dtype=torch.uint8, device=device)
         scales = torch.empty(lead + (hidden // 32,), dtype=torch.uint8, device=device)
+    elif mode.nv:
+        out = torch.empty(lead + (hidden // 2,), dtype=torch.uint8, device=device)
+        if mode.scale_layout == "swizzled_128x4":  # rows padded to 128, scale columns to 4 (zeros)
+            shape = (-(-_rows(input) // 128) * 128, -(-(hidden // 16) // 4) * 4)
+        else:
+            shape = lead + (hidden // 16,)
+        scales = torch.empty(shape, dtype=torch.uint8, device=device)
+    elif mode.static:
+        out, scales = torch.empty(lead + (width,), dtype=fp8_dtype, device=device), empty_scales
     elif mode.grouped:
         out = torch.empty(lead + (hidden,), dtype=fp8_dtype, device=device)
         groups = hidden // mode.group_size
@@ -269,14 +317,15 @@ def _layout(input_stride, residual_stride, residual_out_stride, width):
     return (input_stride, residual_stride, residual_out_stride, 0, 0, width)
 
 
-def _launch_fused(handle, input, residual, residual_out, weight, eps, mode, out, scales, mirror, pdl, layout):
+def _launch_fused(handle, input, residual, residual_out, weight, eps, mode, out, scales, mirror, pdl, layout,
+                  scale_address):
     group, local, _ = _lookup(handle)
     _check_limits(group, input)
     with torch.cuda.device(input.device):
         group.allreduce_rmsnorm(local, _address(input), _address(residual), _address(residual_out),
                                 _address(weight), eps, _address(out), _address(scales), _address(mirror),
                                 _rows(input), input.shape[-1], _DTYPE_NAMES[input.dtype], *mode.args(), pdl,
-                                _stream_of(input.device), *layout)
+                                _stream_of(input.device), *layout, scale_address)
 
 
 Outputs4 = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -286,31 +335,34 @@ Outputs3 = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 @torch.library.custom_op("arfuse::allreduce_rmsnorm", mutates_args=())
 def _allreduce_rmsnorm(comm: int, input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
                        quant: str, norm: str, group_size: int = 128, scale_format: str = "f32",
-                       scale_layout: str = "row_major", pdl: bool = False, pad_to_multiple: int = 0) -> Outputs4:
+                       scale_layout: str = "row_major", pdl: bool = False, pad_to_multiple: int = 0,
+                       scale: Optional[torch.Tensor] = None) -> Outputs4:
     mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
     input_stride, residual_stride = _check_epilogue(input, residual, weight, eps, mode)
+    scale_address = _check_scale(scale, mode, input)
     width = _out_width(input.shape[-1], mode, pad_to_multiple)
     out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2], width)
     residual_out = torch.empty(residual.shape, dtype=residual.dtype, device=residual.device)
     _launch_fused(comm, input, residual, residual_out, weight, eps, mode, out, scales, mirror, pdl,
-                  _layout(input_stride, residual_stride, 0, width))
+                  _layout(input_stride, residual_stride, 0, width), scale_address)
     return out, residual_out, scales, mirror
 
 
 def _fused_fake(comm, input, residual, weight, eps, quant, norm, group_size, scale_format, scale_layout,
-                pad_to_multiple):
+                pad_to_multiple, scale):
     """out, scales, mirror of a fused op's fake, after the real op's checks."""
     mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
     _check_epilogue(input, residual, weight, eps, mode)
+    _check_scale(scale, mode, input)
     width = _out_width(input.shape[-1], mode, pad_to_multiple)
     return _epilogue_outputs(input, mode, _lookup(int(comm))[2], width)
 
 
 @_allreduce_rmsnorm.register_fake
 def _(comm, input, residual, weight, eps, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major",
-      pdl=False, pad_to_multiple=0):
+      pdl=False, pad_to_multiple=0, scale=None):
     out, scales, mirror = _fused_fake(comm, input, residual, weight, eps, quant, norm, group_size, scale_format,
-                                      scale_layout, pad_to_multiple)
+                                      scale_layout, pad_to_multiple, scale)
     return out, torch.empty(residual.shape, dtype=residual.dtype, device=residual.device), scales, mirror
 
 
@@ -318,21 +370,22 @@ def _(comm, input, residual, weight, eps, quant, norm, group_size=128, scale_for
 def _allreduce_rmsnorm_inplace(comm: int, input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
                                eps: float, quant: str, norm: str, group_size: int = 128, scale_format: str = "f32",
                                scale_layout: str = "row_major", pdl: bool = False,
-                               pad_to_multiple: int = 0) -> Outputs3:
+                               pad_to_multiple: int = 0, scale: Optional[torch.Tensor] = None) -> Outputs3:
     mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
     input_stride, residual_stride = _check_epilogue(input, residual, weight, eps, mode)
+    scale_address = _check_scale(scale, mode, input)
     width = _out_width(input.shape[-1], mode, pad_to_multiple)
     out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2], width)
     _launch_fused(comm, input, residual, residual, weight, eps, mode, out, scales, mirror, pdl,
-                  _layout(input_stride, residual_stride, residual_stride, width))
+                  _layout(input_stride, residual_stride, residual_stride, width), scale_address)
     return out, scales, mirror
 
 
 @_allreduce_rmsnorm_inplace.register_fake
 def _(comm, input, residual, weight, eps, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major",
-      pdl=False, pad_to_multiple=0):
+      pdl=False, pad_to_multiple=0, scale=None):
     return _fused_fake(comm, input, residual, weight, eps, quant, norm, group_size, scale_format, scale_layout,
-                       pad_to_multiple)
+                       pad_to_multiple, scale)
 
 
 @torch.library.custom_op("arfuse::allreduce", mutates_args=())
@@ -357,9 +410,10 @@ def _(comm, input, pdl=False):
 @torch.library.custom_op("arfuse::rmsnorm_quant", mutates_args=())
 def _rmsnorm_quant(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, quant: str,
                    norm: str, group_size: int = 128, scale_format: str = "f32", scale_layout: str = "row_major",
-                   pdl: bool = False, pad_to_multiple: int = 0) -> Outputs4:
+                   pdl: bool = False, pad_to_multiple: int = 0, scale: Optional[torch.Tensor] = None) -> Outputs4:
     mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
     input_stride, residual_stride = _check_epilogue(input, residual, weight, eps, mode)
+    scale_address = _check_scale(scale, mode, input)
     width = _out_width(input.shape[-1], mode, pad_to_multiple)
     out, scales, mirror = _epilogue_outputs(input, mode, _fp8_dtype_of(input.device), width)
     residual_out = torch.empty(residual.shape, dtype=residual.dtype, device=residual.device)
@@ -368,15 +422,16 @@ def _rmsnorm_quant(input: torch.Tensor, residual: torch.Tensor, weight: torch.Te
         _arfuse.rmsnorm_quant(index, _address(input), _address(residual), _address(residual_out), _address(weight),
                               eps, _address(out), _address(scales), _address(mirror), _rows(input), input.shape[-1],
                               _DTYPE_NAMES[input.dtype], *mode.args(), pdl, _stream_of(input.device),
-                              *_layout(input_stride, residual_stride, 0, width))
+                              *_layout(input_stride, residual_stride, 0, width), scale_address)
     return out, residual_out, scales, mirror
 
 
 @_rmsnorm_quant.register_fake
 def _(input, residual, weight, eps, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major", pdl=False,
-      pad_to_multiple=0):
+      pad_to_multiple=0, scale=None):
     mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
     _check_epilogue(input, residual, weight, eps, mode)
+    _check_scale(scale, mode, input)
     width = _out_width(input.shape[-1], mode, pad_to_multiple)
     out, scales, mirror = _epilogue_outputs(input, mode, _fake_fp8_dtype(input.device), width)
     return out, torch.empty(residual.shape, dtype=residual.dtype, device=residual.device), scales, mirror
@@ -384,46 +439,51 @@ def _(input, residual, weight, eps, quant, norm, group_size=128, scale_format="f
 
 def _check_group_quant(input, mode):
     input_stride = _check_input(input)
-    if mode.quant not in ("fp8_group", "mxfp4"):
-        raise Error(f"quant is {mode.quant!r}; group_quant takes fp8_group or mxfp4")
+    if mode.quant not in ("fp8_group", "mxfp4", "fp8_static", "nvfp4"):
+        raise Error(f"quant is {mode.quant!r}; group_quant takes fp8_group, mxfp4, fp8_static or nvfp4")
     mode.check(input.shape[-1])
     return input_stride
 
 
 @torch.library.custom_op("arfuse::group_quant", mutates_args=())
 def _group_quant(input: torch.Tensor, quant: str, group_size: int = 128, scale_format: str = "f32",
-                 scale_layout: str = "row_major", pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                 scale_layout: str = "row_major", pdl: bool = False,
+                 scale: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
     mode = _Mode(quant, "rms", group_size, scale_format, scale_layout)
     input_stride = _check_group_quant(input, mode)
+    scale_address = _check_scale(scale, mode, input)
     out, scales, _ = _epilogue_outputs(input, mode, _fp8_dtype_of(input.device))
     with torch.cuda.device(input.device):
         _arfuse.group_quant(input.device.index, _address(input), _address(out), _address(scales), _rows(input),
                             input.shape[-1], _DTYPE_NAMES[input.dtype], quant, group_size, scale_format, scale_layout,
-                            pdl, _stream_of(input.device), input_stride)
+                            pdl, _stream_of(input.device), input_stride, scale_address)
     return out, scales
 
 
 @_group_quant.register_fake
-def _(input, quant, group_size=128, scale_format="f32", scale_layout="row_major", pdl=False):
+def _(input, quant, group_size=128, scale_format="f32", scale_layout="row_major", pdl=False, scale=None):
     mode = _Mode(quant, "rms", group_size, scale_format, scale_layout)
     _check_group_quant(input, mode)
+    _check_scale(scale, mode, input)
     out, scales, _ = _epilogue_outputs(input, mode, _fake_fp8_dtype(input.device))
     return out, scales
 
 
-def group_quant(input, quant="fp8_group", group_size=128, scale_format="f32", scale_layout="row_major", pdl=False):
-    """Per-token-group FP8 or MXFP4 of a tensor that already is y: ``(out, scales)``, shaped as
-    the epilogue ops shape them. For the _mirror output of an epilogue op it gives that op's
-    bytes and scales."""
-    return torch.ops.arfuse.group_quant(input, quant, group_size, scale_format, scale_layout, pdl)
+def group_quant(input, quant="fp8_group", group_size=128, scale_format="f32", scale_layout="row_major", pdl=False,
+                scale=None):
+    """Per-token-group FP8, MXFP4, static FP8 or NVFP4 of a tensor that already is y:
+    ``(out, scales)``, shaped as the epilogue ops shape them (scale: as allreduce_rmsnorm's). For
+    the _mirror output of an epilogue op it gives that op's bytes and scales."""
+    return torch.ops.arfuse.group_quant(input, quant, group_size, scale_format, scale_layout, pdl, scale)
 
 
 def rmsnorm_quant(input, residual, weight, eps=1e-6, quant="none", norm="rms", group_size=128, scale_format="f32",
-                  scale_layout="row_major", pdl=False, pad_to_multiple=0):
-    """The epilogue alone (residual add + RMSNorm/Gemma + optional FP8 per token or per group,
-    or MXFP4) on a tensor that was all-reduced elsewhere: ``(out, residual_out, scales, mirror)``."""
+                  scale_layout="row_major", pdl=False, pad_to_multiple=0, scale=None):
+    """The epilogue alone (residual add + RMSNorm/Gemma + optional FP8 per token, per group or
+    static, MXFP4 or NVFP4) on a tensor that was all-reduced elsewhere:
+    ``(out, residual_out, scales, mirror)``."""
     return torch.ops.arfuse.rmsnorm_quant(input, residual, weight, float(eps), quant, norm, group_size, scale_format,
-                                          scale_layout, pdl, pad_to_multiple)
+                                          scale_layout, pdl, pad_to_multiple, scale)
 
 
 class _DeviceMemory:
@@ -512,22 +572,24 @@ class Communicator:
 
     # -- calls ------------------------------------------------------------------------------
     def allreduce_rmsnorm(self, input, residual, weight, eps=1e-6, quant="none", norm="rms", group_size=128,
-                          scale_format="f32", scale_layout="row_major", pdl=False, pad_to_multiple=0):
-        """Sum over ranks + residual add + RMSNorm/Gemma + optional FP8 (per token or per group)
-        or MXFP4, as new tensors: ``(out, residual_out, scales, mirror)``. input and residual are
-        [..., hidden], views welcome (a row stride wider than hidden, leading dimensions that
-        merge into one row index); the outputs keep their leading dimensions. pad_to_multiple:
-        out's rows rounded up to a multiple of it, the padding zero (quant none, fp8, fp8_mirror)."""
+                          scale_format="f32", scale_layout="row_major", pdl=False, pad_to_multiple=0, scale=None):
+        """Sum over ranks + residual add + RMSNorm/Gemma + optional FP8 (per token, per group or
+        static), MXFP4 or NVFP4, as new tensors: ``(out, residual_out, scales, mirror)``. input and
+        residual are [..., hidden], views welcome (a row stride wider than hidden, leading
+        dimensions that merge into one row index); the outputs keep their leading dimensions.
+        pad_to_multiple: out's rows rounded up to a multiple of it, the padding zero (quant none,
+        fp8, fp8_static and their mirrors). scale: a one-element float32 tensor, fp8_static's scale
+        (q = fp8(y * (1 / scale))) or nvfp4's global scale, read when the kernel runs."""
         return torch.ops.arfuse.allreduce_rmsnorm(self.handle, input, residual, weight, float(eps), quant, norm,
-                                                  group_size, scale_format, scale_layout, pdl, pad_to_multiple)
+                                                  group_size, scale_format, scale_layout, pdl, pad_to_multiple, scale)
 
     def allreduce_rmsnorm_(self, input, residual, weight, eps=1e-6, quant="none", norm="rms", group_size=128,
-                           scale_format="f32", scale_layout="row_major", pdl=False, pad_to_multiple=0):
+                           scale_format="f32", scale_layout="row_major", pdl=False, pad_to_multiple=0, scale=None):
         """As allreduce_rmsnorm, with residual_out written over `residual` (as engines keep it, a
         view too): ``(out, scales, mirror)``."""
         return torch.ops.arfuse.allreduce_rmsnorm_inplace(self.handle, input, residual, weight, float(eps), quant,
                                                           norm, group_size, scale_format, scale_layout, pdl,
-                                                          pad_to_multiple)
+                                                          pad_to_multiple, scale)
 
     def allreduce(self, input, pdl=False):
         """The sum over ranks of `input` [..., hidden] (fp32 in rank order, rounded once), a new

@@ -58,7 +58,10 @@ def test_check_mode_accepts_the_calls_modes_and_names_what_is_wrong():
            (("fp8_group", "rms", 48, "f32", "row_major", 256), "group size 48 is not supported"),
            (("fp8_group", "rms", 128, "f32", "row_major", 96), "group size 128 does not divide hidden size 96"),
            (("mxfp4", "rms", 128, "f32", "column_major", 256), "scale_layout must be row_major"),
-           (("mxfp4", "rms", 128, "f32", "row_major", 48), "divisible by 32, not 48")]
+           (("mxfp4", "rms", 128, "f32", "row_major", 48), "divisible by 32, not 48"),
+           (("nvfp4", "rms", 128, "f32", "row_major", 40), "divisible by 16, not 40"),
+           (("nvfp4", "rms", 128, "f32", "column_major", 256), "column_major is not an nvfp4 layout"),
+           (("fp8", "rms", 128, "f32", "swizzled_128x4", 256), "swizzled_128x4 is NVFP4's")]
     for args, words in bad:
         with pytest.raises(arfuse.Error) as caught:
             check(*args)
@@ -67,17 +70,18 @@ def test_check_mode_accepts_the_calls_modes_and_names_what_is_wrong():
 
 def test_modes_are_the_names_the_calls_accept():
     modes = arfuse.modes()
-    assert modes["quant"] == ["none", "fp8", "fp8_mirror", "fp8_group", "fp8_group_mirror", "mxfp4", "mxfp4_mirror"]
+    assert modes["quant"] == ["none", "fp8", "fp8_mirror", "fp8_group", "fp8_group_mirror", "mxfp4", "mxfp4_mirror",
+                              "fp8_static", "fp8_static_mirror", "nvfp4", "nvfp4_mirror"]
     assert modes["norm"] == ["rms", "gemma"]
     assert modes["scale_format"] == ["f32", "ue8m0_f32", "e8m0"]
-    assert modes["scale_layout"] == ["row_major", "column_major"]
+    assert modes["scale_layout"] == ["row_major", "column_major", "swizzled_128x4"]
     check = arfuse._arfuse.check_mode
     for quant in modes["quant"]:
         for norm in modes["norm"]:
             for scale_format in modes["scale_format"]:
                 check(quant, norm, 32, scale_format, "row_major", 256)
     for layout in modes["scale_layout"]:
-        check("fp8_group", "rms", 128, "f32", layout, 256)
+        check("nvfp4" if layout == "swizzled_128x4" else "fp8_group", "rms", 128, "f32", layout, 256)
 
 
 def test_settings_list_every_arfuse_variable():

@@ -102,10 +102,41 @@ def test_fake_outputs_of_group_quant():
         assert out.shape == (6, 256) and scales.shape == (4, 6) and scales.dtype == torch.uint8
         out, scales = aft.group_quant(y, "mxfp4")
         assert out.shape == (6, 128) and scales.shape == (6, 8)
-        with pytest.raises(arfuse.Error, match="group_quant takes fp8_group or mxfp4"):
+        with pytest.raises(arfuse.Error, match="group_quant takes fp8_group, mxfp4, fp8_static or nvfp4"):
             aft.group_quant(y, "fp8")
         with pytest.raises(arfuse.Error, match="group size 128 does not divide hidden size 96"):
             aft.group_quant(torch.empty(2, 96, dtype=torch.float16, device="cuda"), "fp8_group")
+
+
+def test_fake_outputs_of_static_fp8_and_nvfp4(handle):
+    with FakeTensorMode():
+        x, r, w = tensors(5, 2064)  # 129 NVFP4 scale columns: the swizzled layout pads them to 132
+        scale = torch.empty(1, dtype=torch.float32, device="cuda")
+        out, res, scales, mirror = torch.ops.arfuse.allreduce_rmsnorm(handle, x, r, w, 1e-6, "fp8_static_mirror",
+                                                                      "rms", scale=scale, pad_to_multiple=128)
+        assert out.shape == (5, 2176) and out.dtype == torch.float8_e4m3fn and scales.shape == (0,)
+        assert mirror.shape == (5, 2064)
+        out, scales, mirror = torch.ops.arfuse.allreduce_rmsnorm_inplace(handle, x, r, w, 1e-6, "nvfp4", "gemma",
+                                                                         scale=scale)
+        assert out.shape == (5, 1032) and out.dtype == torch.uint8
+        assert scales.shape == (5, 129) and scales.dtype == torch.uint8 and mirror.shape == (0,)
+        swizzled = aft.rmsnorm_quant(x, r, w, quant="nvfp4_mirror", scale_layout="swizzled_128x4", scale=scale)
+        assert [tuple(t.shape) for t in swizzled] == [(5, 1032), (5, 2064), (128, 132), (5, 2064)]
+        y = torch.empty(3, 4, 256, dtype=torch.bfloat16, device="cuda")
+        q, s = aft.group_quant(y, "nvfp4", scale_layout="swizzled_128x4", scale=scale)
+        assert q.shape == (3, 4, 128) and s.shape == (128, 16)
+        q, s = aft.group_quant(y, "fp8_static", scale=scale)
+        assert q.shape == (3, 4, 256) and s.shape == (0,)
+        with pytest.raises(arfuse.Error, match="scale is None; quant nvfp4 reads its global scale"):
+            aft.group_quant(y, "nvfp4")
+        with pytest.raises(arfuse.Error, match="scale is given, but quant fp8 reads none"):
+            aft.rmsnorm_quant(x, r, w, quant="fp8", scale=scale)
+        with pytest.raises(arfuse.Error, match="one float32 element"):
+            aft.rmsnorm_quant(x, r, w, quant="fp8_static", scale=torch.empty(2, dtype=torch.float32, device="cuda"))
+        with pytest.raises(arfuse.Error, match="column_major is not an nvfp4 layout"):
+            aft.rmsnorm_quant(x, r, w, quant="nvfp4", scale_layout="column_major", scale=scale)
+        with pytest.raises(arfuse.Error, match="pads out, which quant nvfp4 does not take"):
+            aft.rmsnorm_quant(x, r, w, quant="nvfp4", scale=scale, pad_to_multiple=128)
 
 
 def bad_calls():

@@ -144,6 +144,8 @@ def numerics(dist, aft, comm, rank, world, seed):
         comm.prepare(hidden, dtype, "fp8_group_mirror", norm, group_size=64, scale_format="e8m0")
         comm.prepare(hidden, dtype, "fp8_group", norm, group_size=32, scale_format="ue8m0_f32")
         comm.prepare(hidden, dtype, "mxfp4_mirror", norm)
+        for quant in ("fp8_static_mirror", "nvfp4_mirror", "nvfp4"):
+            comm.prepare(hidden, dtype, quant, norm)
         for stage in (1, 2):
             comm.force_stage(stage)
             xs, residual_cpu, weight_cpu = rank_inputs(seed + 100 * case + stage, world, tokens, hidden, dtype)
@@ -179,11 +181,16 @@ def numerics(dist, aft, comm, rank, world, seed):
                 for name, t in zip(("out", "residual_out", "scales", "mirror"), outputs[quant]):
                     same_on_every_rank(dist, t, f"{name} {what}")
 
-            # Block-scaled modes (contract 7b, 7c): fused == standalone epilogue of the reference
-            # sum, the mirror == the unquantised output, and the same bytes on every rank.
+            # Block-scaled and static modes (contract 7b-7e): fused == standalone epilogue of the
+            # reference sum, the mirror == the unquantised output, and the same bytes on every rank.
+            static_scale = torch.tensor([0.0123], dtype=torch.float32, device=x.device)
+            global_scale = torch.tensor([448.0 * 6.0 / 8.0], dtype=torch.float32, device=x.device)
             for extra in (dict(quant="fp8_group_mirror", group_size=64, scale_format="e8m0", scale_layout="column_major"),
                           dict(quant="fp8_group", group_size=32, scale_format="ue8m0_f32", scale_layout="row_major"),
-                          dict(quant="mxfp4_mirror")):
+                          dict(quant="mxfp4_mirror"),
+                          dict(quant="fp8_static_mirror", scale=static_scale),
+                          dict(quant="nvfp4_mirror", scale_layout="swizzled_128x4", scale=global_scale),
+                          dict(quant="nvfp4", scale=global_scale)):
                 what = f"{extra} {where}"
                 fused = comm.allreduce_rmsnorm(x, residual, weight, eps, norm=norm, **extra)
                 alone = aft.rmsnorm_quant(total, residual, weight, eps, norm=norm, **extra)

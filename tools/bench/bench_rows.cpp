@@ -151,6 +151,7 @@ void compare_block_scaled(Row& row, DeviceBuffer& out, DeviceBuffer& scales, con
     compare_bytes(row, scales.download<std::uint8_t>(e.scale_bytes.size()), e.scale_bytes);
     return;
   }
+  if (e.scales.empty()) return;  // fp8_static writes none
   std::vector<std::uint8_t> expected(e.scales.size() * 4);
   std::memcpy(expected.data(), e.scales.data(), expected.size());
   compare_bytes(row, scales.download<std::uint8_t>(expected.size()), expected);

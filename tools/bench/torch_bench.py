@@ -28,7 +28,9 @@ def parse_shapes(text):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", default="12x6144,128x8192,512x6144,2517x6144,4097x6144,2048x8192")
-    p.add_argument("--quant", default="none,fp8", help="none, fp8, fp8_group, mxfp4 (comma-separated)")
+    p.add_argument("--quant", default="none,fp8",
+                   help="none, fp8, fp8_group, mxfp4, fp8_static, nvfp4 (comma-separated; the static scale and the "
+                        "NVFP4 global scale are arfuse-bench's)")
     p.add_argument("--runs", type=int, default=7)
     p.add_argument("--replays", type=int, default=20)
     p.add_argument("--json", help="write the rows here")
@@ -64,6 +66,23 @@ def main():
         code = code.flatten(-2)
         return code[..., 0::2] | code[..., 1::2] << 4, (e.squeeze(-1) + 127).to(torch.uint8)
 
+    static_scale = torch.tensor(0.0123, device=dev)  # arfuse-bench's bench_quant_scale
+    global_scale = torch.tensor(448.0 * 6.0 / 8.0, device=dev)
+
+    def fp8_static(y):
+        return (y.float() * (1.0 / static_scale)).clamp(-fp8_max, fp8_max).to(fp8), static_scale
+
+    def nvfp4(y):
+        # Blocks of 16, scale e4m3(global * amax / 6), elements y / (scale / global) on E2M1,
+        # scales linear [tokens, hidden / 16] (arfuse's bench writes the swizzled layout: same bytes).
+        b = y.float().unflatten(-1, (-1, 16))
+        s = (global_scale * (b.abs().amax(-1, keepdim=True) * (1.0 / 6.0))).clamp(max=fp8_max).to(fp8)
+        sf = s.float()
+        v = b * torch.where(sf != 0, 1.0 / (sf * (1.0 / global_scale)), torch.zeros_like(sf))
+        code = torch.bucketize(v.abs().clamp(max=6.0), e2m1_edges).to(torch.uint8) | (v < 0).to(torch.uint8) << 3
+        code = code.flatten(-2)
+        return code[..., 0::2] | code[..., 1::2] << 4, s.squeeze(-1)
+
     def epilogue(x, residual, weight, quant):
         h = (x.float() + residual.float()).to(bf16)
         y = (h.float() * torch.rsqrt(h.float().pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(bf16)
@@ -71,13 +90,17 @@ def main():
             return h, y
         if quant == "mxfp4":
             return (h, *mxfp4(y))
+        if quant == "fp8_static":
+            return (h, *fp8_static(y))
+        if quant == "nvfp4":
+            return (h, *nvfp4(y))
         return (h, *fp8_by_blocks(y, 128 if quant == "fp8_group" else y.shape[-1]))
 
     compiled = torch.compile(epilogue, dynamic=False)
     quants = args.quant.split(",")
     for q in quants:
-        if q not in ("none", "fp8", "fp8_group", "mxfp4"):
-            sys.exit(f"--quant: '{q}' is not one of none, fp8, fp8_group, mxfp4")
+        if q not in ("none", "fp8", "fp8_group", "mxfp4", "fp8_static", "nvfp4"):
+            sys.exit(f"--quant: '{q}' is not one of none, fp8, fp8_group, mxfp4, fp8_static, nvfp4")
     # Every row recompiles the one epilogue function; past dynamo's limit (8) it would silently
     # run eager, so lift the limit above the number of rows.
     for limit in ("cache_size_limit", "recompile_limit"):
@@ -89,7 +112,8 @@ def main():
         n = tokens * hidden
         for quant in quants:
             out_bytes = {"none": n * 2, "fp8": n + tokens * 4, "fp8_group": n + tokens * (hidden // 128) * 4,
-                         "mxfp4": n // 2 + tokens * (hidden // 32)}[quant]
+                         "mxfp4": n // 2 + tokens * (hidden // 32), "fp8_static": n,
+                         "nvfp4": n // 2 + tokens * (hidden // 16)}[quant]
             call_bytes = n * 2 * 3 + out_bytes + hidden * 2
             k = max(1, min(16, (256 << 20) // call_bytes + 1))
             sets = [(torch.randn(tokens, hidden, device=dev).to(bf16), torch.randn(tokens, hidden, device=dev).to(bf16))
