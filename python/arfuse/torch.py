@@ -52,6 +52,7 @@ from typing import Optional
 
 import torch
 import torch.distributed as dist
+from torch._subclasses.fake_tensor import FakeTensor
 
 from . import Error, Unavailable, _arfuse, modes
 
@@ -222,8 +223,9 @@ def _check_epilogue(input, residual, weight, eps, mode):
 
 
 def _check_scale(scale, mode, input):
-    """The address of `scale`, the fp32 the kernel reads when it runs (fp8_static's scale, nvfp4's
-    global scale): a one-element float32 tensor on input's device; None for the other modes."""
+    """The address of `scale` (0 for None), the fp32 the kernel reads when it runs (fp8_static's
+    scale, nvfp4's global scale): a one-element float32 tensor on input's device; None for the other
+    modes. Fakes ignore the address (a fake tensor has none)."""
     needed = mode.static or mode.nv
     what = "global scale" if mode.nv else "scale"
     if scale is None:
@@ -240,7 +242,7 @@ def _check_scale(scale, mode, input):
         raise Error(f"scale is {scale.dtype} with {scale.numel()} elements; it must be one float32 element")
     if scale.device != input.device:
         raise Error(f"scale is on {scale.device}, input on {input.device}; they must be on the same device")
-    return scale.data_ptr()
+    return 0 if isinstance(scale, FakeTensor) else scale.data_ptr()
 
 
 def _check_limits(group, input):

@@ -70,7 +70,7 @@ def test_every_op_takes_pdl(handle):
         assert q.shape == (3, 64) and s.shape == (3, 4)
 
 
-@pytest.mark.parametrize("layout", aft.SCALE_LAYOUTS)
+@pytest.mark.parametrize("layout", ["row_major", "column_major"])  # swizzled_128x4 is NVFP4's
 @pytest.mark.parametrize("scale_format", aft.SCALE_FORMATS)
 @pytest.mark.parametrize("group", [32, 64, 128])
 def test_fake_outputs_of_group_fp8(handle, group, scale_format, layout):
