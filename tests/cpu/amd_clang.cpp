@@ -70,7 +70,9 @@ TEST_CASE("the clang back end builds every module for the AMD targets", "[cpu][a
         "allreduce/h4096/bf16/w2/s2/", "rmsnorm_quant/h7168/bf16/fp8_group/g128/e8m0/rms/",
         "rmsnorm_quant/h2880/f16/mxfp4/gemma/", "fused_ar/h7168/bf16/fp8_group/g32/ue8m0_f32/rms/w8/s1/",
         "fused_ar/h2880/bf16/mxfp4_mirror/rms/w4/s2/", "group_quant/h7168/bf16/fp8_group/g64/e8m0/",
-        "group_quant/h2880/f16/mxfp4/"}) {
+        "group_quant/h2880/f16/mxfp4/", "rmsnorm_quant/h5120/bf16/fp8_static_mirror/rms/",
+        "fused_ar/h7168/f16/nvfp4/gemma/w4/s2/", "rmsnorm_quant/h2064/bf16/nvfp4_mirror/rms/",
+        "group_quant/h2880/bf16/nvfp4/", "group_quant/h6144/f16/fp8_static/"}) {
     const std::string spec = body + target;
     CAPTURE(spec);
     const CompiledCode code = compile(spec);

@@ -121,7 +121,7 @@ TEST_CASE("NVRTC compiles every rmsnorm_quant and token_quant spec for sm_90, no
   const CompiledCode token_quant = nvrtc->compile(render(tq));
   REQUIRE(token_quant.payload.size() > 1000);
   require_no_local_memory(token_quant);
-  for (Quant quant : {Quant::fp8_group, Quant::mxfp4}) {
+  for (Quant quant : {Quant::fp8_group, Quant::mxfp4, Quant::fp8_static, Quant::nvfp4}) {
     KernelSpec gq = KernelSpec::parse("group_quant/h2048/bf16/mxfp4/sm_90");
     gq.hidden = hidden, gq.dtype = dtype, gq.mode.quant = quant, gq.mode.group_size = hidden % 128 == 0 ? 128 : 32;
     gq.mode.scale_format = all_scale_formats()[size_t(hidden / 8) % all_scale_formats().size()];
@@ -132,13 +132,28 @@ TEST_CASE("NVRTC compiles every rmsnorm_quant and token_quant spec for sm_90, no
   }
 }
 
-TEST_CASE("NVRTC compiles the fused kernels' block-scaled modes for sm_90", "[cpu][nvrtc]") {
+TEST_CASE("NVRTC compiles the fused kernels' block-scaled and static modes for sm_90", "[cpu][nvrtc]") {
   auto nvrtc = nvrtc_compiler();
   for (const char* spec :
        {"fused_ar/h7168/bf16/fp8_group/g128/f32/rms/w8/s1/sm_90",
         "fused_ar/h8192/f16/fp8_group_mirror/g64/ue8m0_f32/gemma/w4/s2/sm_90",
         "fused_ar/h2880/bf16/fp8_group/g32/e8m0/rms/w2/s1/sm_90", "fused_ar/h2880/bf16/mxfp4/rms/w4/s1/sm_90",
-        "fused_ar/h6144/f16/mxfp4_mirror/gemma/w8/s2/sm_90"}) {
+        "fused_ar/h6144/f16/mxfp4_mirror/gemma/w8/s2/sm_90", "fused_ar/h7168/bf16/fp8_static/rms/w4/s1/sm_90",
+        "fused_ar/h5120/f16/nvfp4_mirror/gemma/w8/s2/sm_90", "fused_ar/h2064/bf16/nvfp4/rms/w2/s1/sm_90"}) {
+    CAPTURE(spec);
+    REQUIRE(nvrtc->compile(render(KernelSpec::parse(spec))).payload.size() > 1000);
+  }
+}
+
+// Blackwell: compile-only (no Blackwell GPU has run them); the software E4M3 and E2M1 encoders,
+// so the same bytes as sm_90 by construction.
+TEST_CASE("NVRTC compiles the static FP8 and NVFP4 kernels for sm_100 and sm_120", "[cpu][nvrtc]") {
+  auto nvrtc = nvrtc_compiler();
+  const std::string target = GENERATE(as<std::string>{}, "sm_100", "sm_120");
+  for (const char* body : {"rmsnorm_quant/h7168/bf16/nvfp4/rms/", "rmsnorm_quant/h2880/f16/fp8_static_mirror/gemma/",
+                           "fused_ar/h5120/bf16/nvfp4_mirror/rms/w4/s2/", "fused_ar/h6144/bf16/fp8_static/rms/w8/s1/",
+                           "group_quant/h2880/bf16/nvfp4/", "group_quant/h7168/f16/fp8_static/"}) {
+    const std::string spec = body + target;
     CAPTURE(spec);
     REQUIRE(nvrtc->compile(render(KernelSpec::parse(spec))).payload.size() > 1000);
   }
