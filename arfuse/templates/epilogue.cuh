@@ -296,7 +296,21 @@ __device__ __forceinline__ void quantize_nvfp4(const Vec16 (&y)[VPT], u8* out, u
   for_each_owned_vector<T, H, THREADS, VPT, kNvfp4BlockSize>(y, [&](int k, int vec, float amax) {
     const Nvfp4Block block = nvfp4_block(amax, global.value, global.inverse);
     u32 packed = 0;
-    if (block.encode) {
+    const float magnitude = fabsf(block.multiplier);
+    if (block.encode && magnitude <= 0x1.fffffep127f) {
+      // |y * m| is |y| * |m| exactly, and not NaN for a finite m (an infinite y only comes with
+      // a finite block scale); the signs are y's, flipped for a negative m. A quarter at a time.
+      const u32* w = y[k].w;
+      auto rounded = [&](u32 pair, int half) {
+        return e2m1_rounded_magnitude(fabsf(widen(T{u16(half ? pair >> 16 : pair & 0xffffu)})) * magnitude);
+      };
+      const u32 low =
+          e2m1_quarter_codes(rounded(w[0], 0), rounded(w[0], 1), rounded(w[1], 0), rounded(w[1], 1), w[0], w[1]);
+      const u32 high =
+          e2m1_quarter_codes(rounded(w[2], 0), rounded(w[2], 1), rounded(w[3], 0), rounded(w[3], 1), w[2], w[3]);
+      packed = byte_perm(low, high, 0x5410u) ^ (float_to_bits(block.multiplier) >> 31) * 0x88888888u;
+    } else if (block.encode) {
+      // An infinite multiplier (a global scale near FLT_MAX): y = 0 makes NaN, code 0.
       float v[8];
       unpack8<T>(y[k], v);
 #pragma unroll
@@ -315,14 +329,18 @@ __device__ __forceinline__ void quantize_nvfp4(const Vec16 (&y)[VPT], u8* out, u
 }
 
 // The swizzled layout's padding rows [tokens, tokens rounded up to 128) as zeros, spread over the
-// grid's blocks: one 4-byte word per row and tile.
+// grid's blocks. They lie in the last 128-row band, where 4-byte word 4u + q of each tile holds row
+// u + 32q of the band (u < 32): consecutive threads take consecutive words, so a warp writes 128
+// contiguous bytes, and a word is written when its row is padding.
 template <int THREADS>
 __device__ __forceinline__ void zero_swizzled_padding_rows(u8* scales, int tokens, int swizzled_tiles) {
-  const int padded = (tokens + kSwizzleRows - 1) / kSwizzleRows * kSwizzleRows;
-  const int words = (padded - tokens) * swizzled_tiles;
-  for (int i = blockIdx.x * THREADS + threadIdx.x; i < words; i += gridDim.x * THREADS) {
-    const int row = tokens + i / swizzled_tiles, tile = i % swizzled_tiles;
-    *reinterpret_cast<u32*>(scales + swizzled_row_offset(row, swizzled_tiles) + tile * kSwizzleTileBytes) = 0;
+  const int first = tokens % kSwizzleRows;  // the band's first padding row
+  if (first == 0) return;
+  u32* band = reinterpret_cast<u32*>(scales + (long long)(tokens / kSwizzleRows) * swizzled_tiles * kSwizzleTileBytes);
+  constexpr int kWords = kSwizzleTileBytes / 4;  // 128
+  for (int i = blockIdx.x * THREADS + threadIdx.x; i < swizzled_tiles * kWords; i += gridDim.x * THREADS) {
+    const int row = (i / 4) % 32 + 32 * (i % 4);
+    if (row >= first) band[i] = 0;
   }
 }
 

@@ -65,6 +65,7 @@ __device__ inline unsigned __float_as_uint(float x) { return __builtin_bit_cast(
 __device__ inline float sqrtf(float x) { return __builtin_sqrtf(x); }
 __device__ inline float fmaf(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 __device__ inline float fabsf(float x) { return __builtin_fabsf(x); }
+__device__ inline float fminf(float a, float b) { return __builtin_fminf(a, b); }
 __device__ inline float copysignf(float x, float y) { return __builtin_copysignf(x, y); }
 __device__ inline int min(int a, int b) { return a < b ? a : b; }
 __device__ inline int max(int a, int b) { return a > b ? a : b; }

@@ -182,6 +182,41 @@ ARFUSE_HOST_DEVICE inline Nvfp4Block nvfp4_block(float amax, float global, float
 // infinite multiplier times a zero y makes, is code 0.
 ARFUSE_HOST_DEVICE inline unsigned nvfp4_code(float v) { return v == v ? e2m1_code(v) : 0u; }
 
+// NVFP4's E2M1 code of a = |v| for a not NaN, as 2^23 + code (the code in the low byte of the
+// bits): e2m1_code's lines 2a, 2 + a and 4 + a / 2 each rounded to an integer by one fused
+// multiply-add with 2^23 + o (ties to even; o is even), and the smallest of them and 7. The lines
+// meet at 2 and 4 and their slopes fall, so the smallest is the line of a's binade, and rounding
+// is monotone (the argument of e2m1_pair_codes, in fp32). Seven float operations, no bit reads.
+ARFUSE_HOST_DEVICE inline float e2m1_rounded_magnitude(float a) {
+  const float below_2 = fmaf(a, 2.0f, 0x1p23f);
+  const float below_4 = a + 0x1.000004p23f;                               // 2^23 + 2
+  const float below_8 = fmaf(a, 0.5f, 0x1.000008p23f);                    // 2^23 + 4
+  return fminf(fminf(below_2, below_4), fminf(below_8, 0x1.00000ep23f));  // 2^23 + 7: 6.0
+}
+
+// The E2M1 codes of 4 elements (r: 2^23 + code, from e2m1_rounded_magnitude; y0, y1: their
+// 16-bit values as two pairs, for the signs) in the low 16 bits, element j in nibble j. The codes
+// are gathered as bytes (0, 2, 1, 3) with their signs, and shifting down by 12 puts code 1 beside
+// code 0 and code 3 beside code 2 (as e2m1_vector_bytes).
+ARFUSE_HOST_DEVICE inline unsigned e2m1_quarter_codes(float r0, float r1, float r2, float r3, unsigned y0,
+                                                      unsigned y1) {
+  const unsigned even = byte_perm(float_to_bits(r0), float_to_bits(r2), 0x0040u);
+  const unsigned odd = byte_perm(float_to_bits(r1), float_to_bits(r3), 0x0040u);
+  const unsigned signs = (byte_perm(y0, y1, 0x7351u) >> 4) & 0x08080808u;
+  const unsigned codes = byte_perm(even, odd, 0x5410u) | signs;
+  return codes | codes >> 12;
+}
+
+// The E2M1 codes of 8 elements as 4 bytes, element j in nibble j: rounded[j] from
+// e2m1_rounded_magnitude, the sign of element j the sign bit of the 16-bit y element j (y: 4 pairs,
+// element 2i in pair i's low half) XOR sign_flip's bit 4j + 3.
+ARFUSE_HOST_DEVICE inline unsigned e2m1_pack_codes(const float (&rounded)[8], const unsigned (&y)[4],
+                                                   unsigned sign_flip) {
+  const unsigned low = e2m1_quarter_codes(rounded[0], rounded[1], rounded[2], rounded[3], y[0], y[1]);
+  const unsigned high = e2m1_quarter_codes(rounded[4], rounded[5], rounded[6], rounded[7], y[2], y[3]);
+  return byte_perm(low, high, 0x5410u) ^ sign_flip;
+}
+
 // Swizzled NVFP4 scales: the byte of row m, scale column k is at
 //   (m / 128) * tiles_per_row * 512 + (k / 4) * 512 + (m % 32) * 16 + ((m % 128) / 32) * 4 + k % 4,
 // tiles_per_row = ceil(columns / 4). The row's part and the column's part add up.

@@ -42,9 +42,11 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS)
                          RowStrides strides, const float* quant_scale) {
   overlap_neighbouring_kernels();
   __shared__ ReduceScratch scratch;
-  zero_scale_padding<THREADS, QUANT>(scales, tokens, scale_row_stride, scale_group_stride);
   const int row = blockIdx.x;
-  if (row >= tokens) return;
+  if (row >= tokens) {
+    zero_scale_padding<THREADS, QUANT>(scales, tokens, scale_row_stride, scale_group_stride);
+    return;
+  }
   const RowOffsets<T, H, QUANT, VIEWS> at{strides};
   Vec16 input[VPT], residual[VPT];
   load_vectors<T, H, THREADS, VPT>(in + at.input(row), input);
@@ -60,6 +62,8 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS)
   outputs.mirror = kQuantWritesMirror<QUANT> ? mirror + at.mirror(row) : mirror;
   epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, kStandaloneResidualStore<QUANT>>(input, residual, w, eps,
                                                                                                outputs, scratch);
+  // After the row: no register of the row is live then.
+  zero_scale_padding<THREADS, QUANT>(scales, tokens, scale_row_stride, scale_group_stride);
 }
 
 template <typename T, int H, int THREADS, int VPT, bool VIEWS>

@@ -109,6 +109,68 @@ TEST_CASE("the kernels' NVFP4 block scale and multiplier equal the reference for
   CHECK(arfuse::nvfp4_code(-kInf) == 0xfu);
 }
 
+TEST_CASE("the kernels' NVFP4 element encoder equals the reference's E2M1 for every magnitude", "[cpu][quant]") {
+  // e2m1_rounded_magnitude: every fp32 of [2^-3, 16) (where every code boundary and tie lies),
+  // every 61st pattern elsewhere, the largest finite value and Inf.
+  long checked = 0;
+  auto check = [&checked](std::uint32_t bits) {
+    const float a = ref::bits_to_float(bits);
+    const unsigned got = bits_of(arfuse::e2m1_rounded_magnitude(a)) - 0x4b000000u;
+    const unsigned want = ref::float_to_e2m1(a);
+    if (got != want) FAIL("|v| " << a << " (0x" << std::hex << bits << "): code " << got << ", reference " << want);
+    ++checked;
+  };
+  for (std::uint32_t bits = 0x3e000000u; bits < 0x41800000u; ++bits) check(bits);
+  for (std::uint64_t bits = 0; bits < 0x7f800000u; bits += 61) check(std::uint32_t(bits));
+  check(0x7f7fffffu);
+  check(0x7f800000u);
+  CHECK(checked == 0x3800000L + (0x7f800000L + 60) / 61 + 2);
+}
+
+TEST_CASE("the kernels' NVFP4 vector packing equals the element-by-element encoding", "[cpu][quant]") {
+  // e2m1_pack_codes over 8 elements of bf16 or f16 times a block multiplier (of either sign, zero,
+  // tiny or huge) against the reference's E2M1 of each product, element j in nibble j.
+  std::mt19937 rng = arfuse::test::fresh_rng();
+  std::uniform_int_distribution<std::uint32_t> any16(0, 0xffff);
+  std::uniform_real_distribution<float> exponent(-40.0f, 40.0f);
+  long compared = 0;
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    for (int trial = 0; trial < 200000; ++trial) {
+      unsigned y[4];
+      float v[8];
+      for (int i = 0; i < 4; ++i) {
+        std::uint32_t lo, hi;
+        do {  // finite elements: a block with a NaN is not encoded
+          lo = any16(rng), hi = any16(rng);
+        } while (std::isnan(ref::widen(std::uint16_t(lo), dtype)) || std::isnan(ref::widen(std::uint16_t(hi), dtype)));
+        y[i] = lo | hi << 16;
+        v[2 * i] = ref::widen(std::uint16_t(lo), dtype);
+        v[2 * i + 1] = ref::widen(std::uint16_t(hi), dtype);
+      }
+      float multiplier = std::exp2(exponent(rng)) * (trial % 2 ? -1.0f : 1.0f);
+      if (trial % 97 == 0) multiplier = trial % 194 ? 0.0f : -0.0f;
+      if (trial % 89 == 0) multiplier = std::numeric_limits<float>::max();
+      float rounded[8];
+      std::uint32_t want = 0;
+      for (int j = 0; j < 8; ++j) {
+        const float product = v[j] * multiplier;
+        if (std::isnan(product)) goto next;  // Inf * 0: the kernels' element-by-element path
+        rounded[j] = arfuse::e2m1_rounded_magnitude(std::fabs(v[j]) * std::fabs(multiplier));
+        want |= std::uint32_t(ref::float_to_e2m1(product)) << (4 * j);
+      }
+      {
+        const std::uint32_t got = arfuse::e2m1_pack_codes(rounded, y, (bits_of(multiplier) >> 31) * 0x88888888u);
+        if (got != want) {
+          FAIL("multiplier " << multiplier << ": 0x" << std::hex << got << ", reference 0x" << want);
+        }
+        ++compared;
+      }
+    next:;
+    }
+  }
+  CHECK(compared > 390000);  // all but the few vectors with an Inf times a zero multiplier
+}
+
 TEST_CASE("NVFP4 scale layouts: the kernels' swizzled offsets equal the reference's index map", "[cpu][quant]") {
   for (int hidden : {2048, 2064, 2880, 7168}) {  // 128, 129, 180, 448 scale columns
     const int columns = hidden / 16, tiles = (columns + 3) / 4;

@@ -227,6 +227,8 @@ TEST_CASE("emulated AMD epilogue kernels equal the reference", "[cpu][emulated]"
       {"gfx942", 13, 2880, DType::f16, Quant::fp8_static_mirror, Norm::gemma},
       {"gfx950", 11, 7168, DType::bf16, Quant::fp8_static_mirror, Norm::rms, 128, F::f32, L::row_major, true, 7424},
       {"gfx1250", 13, 2880, DType::bf16, Quant::nvfp4, Norm::rms, 128, F::f32, L::swizzled_128x4},
+      {"gfx1250", 170, 2880, DType::bf16, Quant::nvfp4, Norm::rms, 128, F::f32,
+       L::swizzled_128x4},  // band 1, rows 42-127
       {"gfx942", 11, 5120, DType::f16, Quant::nvfp4_mirror, Norm::gemma, 128, F::f32, L::row_major},
       {"gfx950", 11, 2064, DType::bf16, Quant::nvfp4_mirror, Norm::rms, 128, F::f32, L::swizzled_128x4},
       {"gfx1100", 11, 7168, DType::bf16, Quant::nvfp4_mirror, Norm::rms, 128, F::f32, L::swizzled_128x4, true},

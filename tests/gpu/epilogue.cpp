@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>  // before fp8_divide.cuh, whose host build uses fmaf
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -591,4 +593,125 @@ extern "C" __global__ void conversions(const float* in, unsigned char* hw, unsig
   }
   test::require_bits_equal(got_h2, want_h2, "paired f16 rounding", 1);
   test::require_bits_equal(got_b2, want_b2, "paired bf16 rounding", 1);
+}
+
+TEST_CASE("NVFP4 with the peers' approximate reciprocals: how many bytes differ from arfuse's IEEE ones",
+          "[gpu][numerics][quant]") {
+  // vLLM's and FlashInfer's NVFP4 quantisers take two reciprocals with rcp.approx.ftz: 1 / 6 in the
+  // block scale and 1 / (s * (1 / global)) in the elements' multiplier (their published kernels).
+  // Their formula, with that instruction, against arfuse's IEEE one (contract step 7e) on the same y.
+  Context& ctx = gpu_context();
+  const Kernel kernel = load_template_test_kernel(ctx.device(), "microscaling.cuh", "peer_nvfp4", R"(
+__device__ float rcp_approx_ftz(float a) {
+  float b;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(b) : "f"(a));
+  return b;
+}
+extern "C" __global__ void peer_nvfp4(const float* y, const float* global, unsigned char* out,
+                                      unsigned char* scales, int blocks) {
+  const int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= blocks) return;
+  const float* v = y + 16 * b;
+  float amax = 0.0f;
+  for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(v[i]));
+  const float g = *global;
+  unsigned short pair;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(g * (amax * rcp_approx_ftz(6.0f))));
+  const unsigned code = pair & 0xffu;
+  const float s = arfuse::e4m3fn_value(code);
+  const float multiplier = s != 0.0f ? rcp_approx_ftz(s * rcp_approx_ftz(g)) : 0.0f;
+  for (int i = 0; i < 8; ++i) {
+    out[8 * b + i] = (unsigned char)(arfuse::e2m1_code(v[2 * i] * multiplier) |
+                                     arfuse::e2m1_code(v[2 * i + 1] * multiplier) << 4);
+  }
+  scales[b] = (unsigned char)code;
+}
+)");
+
+  const int tokens = 1000, hidden = 7168, blocks = tokens * hidden / 16;
+  std::mt19937 rng = test::fresh_rng();
+  Bits16 y = test::random_tensor(rng, size_t(tokens) * hidden, DType::bf16);
+  // Rows over 40 binades, a row of zeros and a row of tiny values: the block scales cover E4M3's
+  // range, its subnormals and 0.
+  for (int r = 0; r < tokens; ++r) {
+    const float row_scale = std::ldexp(1.0f, r % 40 - 20) * (r == 1 ? 0.0f : r == 2 ? 1e-30f : 1.0f);
+    for (int i = 0; i < hidden; ++i) {
+      Bits16::value_type& e = y[size_t(r) * hidden + i];
+      e = reference::narrow(reference::widen(e, DType::bf16) * row_scale, DType::bf16);
+    }
+  }
+  std::vector<float> widened(y.size());
+  float tensor_amax = 0.0f;
+  for (size_t i = 0; i < y.size(); ++i) {
+    widened[i] = reference::widen(y[i], DType::bf16);
+    tensor_amax = std::max(tensor_amax, std::fabs(widened[i]));
+  }
+
+  Stream stream(ctx.device());
+  DeviceBuffer d_y(ctx.device(), y.size() * 2), d_wide(ctx.device(), widened.size() * 4), d_global(ctx.device(), 4),
+      d_q(ctx.device(), size_t(blocks) * 8), d_s(ctx.device(), size_t(blocks)),
+      d_peer_q(ctx.device(), size_t(blocks) * 8), d_peer_s(ctx.device(), size_t(blocks));
+  d_y.upload(y);
+  d_wide.upload(widened);
+  // The engines' global scale: E4M3's largest value times E2M1's over the tensor's amax; and one
+  // that is not a round number.
+  for (const float global : {448.0f * 6.0f / tensor_amax, 0.7f}) {
+    d_global.upload(std::vector<float>{global});
+    for (auto* b : {&d_q, &d_s, &d_peer_q, &d_peer_s}) b->fill(kPoison);
+    GroupQuantArgs args;
+    args.input = d_y.get();
+    args.out = d_q.get();
+    args.scales = d_s.get();
+    args.tokens = tokens;
+    args.hidden = hidden;
+    args.dtype = DType::bf16;
+    args.mode = EpilogueMode{Quant::nvfp4};
+    args.mode.scale_layout = ScaleLayout::row_major;
+    args.global_scale = static_cast<const float*>(d_global.get());
+    group_quant(ctx, args, stream);
+    const void* in = d_wide.get();
+    const void* g = d_global.get();
+    void *peer_q = d_peer_q.get(), *peer_s = d_peer_s.get();
+    int count = blocks;
+    void* params[] = {&in, &g, &peer_q, &peer_s, &count};
+    kernel.launch(unsigned((blocks + 255) / 256), stream, params);
+    stream.synchronize();
+
+    const auto q = d_q.download<std::uint8_t>(size_t(blocks) * 8), s = d_s.download<std::uint8_t>(size_t(blocks));
+    const auto peer_q_bytes = d_peer_q.download<std::uint8_t>(size_t(blocks) * 8);
+    const auto peer_s_bytes = d_peer_s.download<std::uint8_t>(size_t(blocks));
+    const auto want = reference::nvfp4_quant(hidden, DType::bf16, tokens, y, global, ScaleLayout::row_major);
+    INFO("global scale " << global);
+    test::require_bits_equal(q, want.packed, "arfuse's NVFP4 elements", hidden / 2);
+    test::require_bits_equal(s, want.scales, "arfuse's NVFP4 scales", hidden / 16);
+
+    // Differences: scale bytes; element bytes; per element, the distance in E2M1 steps (same
+    // sign) in blocks whose scale bytes agree, and the blocks whose scales differ.
+    long scale_bytes = 0, element_bytes = 0, elements = 0, farther = 0;
+    int largest_step = 0;
+    for (int b = 0; b < blocks; ++b) {
+      const bool same_scale = s[size_t(b)] == peer_s_bytes[size_t(b)];
+      scale_bytes += same_scale ? 0 : 1;
+      for (int i = 0; i < 8; ++i) {
+        const std::uint8_t mine = q[size_t(b) * 8 + i], theirs = peer_q_bytes[size_t(b) * 8 + i];
+        element_bytes += mine != theirs ? 1 : 0;
+        for (int half = 0; half < 2; ++half) {
+          const int a = (mine >> (4 * half)) & 0xf, p = (theirs >> (4 * half)) & 0xf;
+          if (a == p) continue;
+          ++elements;
+          const int step = (a & 8) == (p & 8) ? std::abs((a & 7) - (p & 7)) : (a & 7) + (p & 7);
+          if (same_scale) largest_step = std::max(largest_step, step);
+          farther += same_scale && step > 1 ? 1 : 0;
+        }
+      }
+    }
+    std::printf(
+        "NVFP4, peers' rcp.approx.ftz formula against arfuse's IEEE one, %dx%d bf16, global scale %.9g: "
+        "%ld of %d scale bytes differ, %ld of %d element bytes (%ld elements; largest distance where the "
+        "scales agree: %d E2M1 step%s)\n",
+        tokens, hidden, double(global), scale_bytes, blocks, element_bytes, blocks * 8, elements, largest_step,
+        largest_step == 1 ? "" : "s");
+    // A multiplier an ulp or two away moves an element across at most one rounding boundary.
+    CHECK(farther == 0);
+  }
 }
