@@ -5,7 +5,7 @@
 //
 // (--device picks the GPU; by default rank r uses GPU r, or GPU 0 when there is only one, which
 // then time-slices the ranks: correct, but slow). Engines that already have torch.distributed
-// or MPI pass their own allgather instead of the socket: see callback_bootstrap in README.md.
+// or MPI pass their own allgather instead of the socket: see callback_bootstrap in include/arfuse/bootstrap.hpp.
 #include <charconv>
 #include <chrono>
 #include <cstdint>

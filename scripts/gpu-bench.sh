@@ -1,14 +1,32 @@
 #!/usr/bin/env bash
-# On the GPU machine, after `source scripts/gpu-run.sh`: the README's performance tables.
-# Writes markdown, JSON and SVG under $OUT. Usage: scripts/gpu-bench.sh [quick]
+# On a machine with a GPU, after `source scripts/gpu-run.sh`: the measurements behind
+# docs/performance.md, as JSON, charts and the page's tables (scripts/perf-tables.py), under
+# $ARFUSE_LOG_DIR (default gpu-logs/). The torch.compile peer runs with $ARFUSE_PYTHON (default
+# python3; needs torch). Usage: scripts/gpu-bench.sh [--runs N]
 set -uo pipefail
-B=build-device/tools/arfuse-bench
-PY=$(command -v /opt/torch/.venv/bin/python3 || command -v python3)
-runs=7 replays=20
-[ "${1:-}" = quick ] && runs=5 replays=10
-timeout 150 "$PY" tools/bench/torch_bench.py --runs $runs --replays $replays --json "$OUT/torch.json" > "$OUT/torch.md" 2>&1 || echo "torch_bench failed: $(tail -3 "$OUT/torch.md")"
-peers=(); [ -s "$OUT/torch.json" ] && peers=(--peers "$OUT/torch.json")
-timeout 120 $B epilogue --runs $runs --replays $replays "${peers[@]}" --json "$OUT/epilogue.json" --svg "$OUT/epilogue.svg" > "$OUT/epilogue.md" 2>&1; echo "epilogue rc=$?"
-timeout 150 $B fused --world 4 --runs $runs --replays $replays --json "$OUT/fused.json" --svg "$OUT/fused.svg" > "$OUT/fused.md" 2>&1; echo "fused rc=$?"
-timeout 60 $B allreduce --world 4 --runs $runs --replays $replays --json "$OUT/allreduce.json" > "$OUT/allreduce.md" 2>&1; echo "allreduce rc=$?"
-timeout 120 $B fused --tune "$OUT/tuning.json" --world 2,4,8 --tokens 16,128,512,2048 --runs 3 --replays 5 > "$OUT/tune.md" 2>&1; echo "tune rc=$?"
+runs=7
+case "${1:-}" in
+  --runs) runs=${2:?--runs takes a number}; shift 2 ;;
+  -h|--help) sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  "") ;;
+  *) echo "gpu-bench.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+esac
+B=build-gpu/tools/arfuse-bench
+[ -x "$B" ] || { echo "gpu-bench.sh: no $B: source scripts/gpu-run.sh first" >&2; exit 2; }
+logs=${ARFUSE_LOG_DIR:-$PWD/gpu-logs}
+mkdir -p "$logs"
+shapes=1x6144,8x6144,32x6144,64x6144,128x6144,256x6144,512x6144,1024x6144,4096x6144,1x8192,8x8192,32x8192,64x8192,128x8192,256x8192,512x8192,1024x8192,4096x8192
+large=2517x6144,4097x6144,2048x8192
+"${ARFUSE_PYTHON:-python3}" tools/bench/torch_bench.py --shapes "$shapes,$large" --quant none,fp8,fp8_group,mxfp4,fp8_static,nvfp4 \
+  --runs "$runs" --json "$logs/torch.json" > "$logs/torch.md" 2>&1 || echo "torch_bench failed: $(tail -3 "$logs/torch.md")"
+peers=(); [ -s "$logs/torch.json" ] && peers=(--peers "$logs/torch.json")
+run() {  # name, table kind, then the bench's arguments
+  local name=$1 kind=$2; shift 2
+  $B "$@" --runs "$runs" --json "$logs/$name.json" > "$logs/$name.txt" 2>&1; echo "$name: exit status $?"
+  python3 scripts/perf-tables.py "$kind" "$logs/$name.json" --command "arfuse-bench $*" >> "$logs/tables.md" && echo >> "$logs/tables.md"
+}
+: > "$logs/tables.md"
+run epilogue epilogue epilogue --copy-rows --shapes "$shapes" --quant none,fp8 "${peers[@]}" --svg "$logs/epilogue.svg"
+run epilogue-block epilogue epilogue --copy-rows --shapes "$large" --quant fp8_group,mxfp4,fp8_static,nvfp4 "${peers[@]}"
+run fused fused fused --world 4 --shapes 12x6144,128x8192,512x6144,2517x6144,2048x8192 --quant none,fp8,fp8_group,mxfp4,fp8_static,nvfp4 --svg "$logs/fused.svg"
+echo "tables: $logs/tables.md"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# On the GPU machine, after `source scripts/gpu-run.sh`: every GPU suite at this tree, as
-# DEVELOPERS.md lists them, logs under $OUT and one line per suite at the end. The two in-process
-# [gpu] halves and [cpu] run at once; [multiprocess], [gpu][nccl] and the Python GPU tests after
-# them, alone. A suite that would start after --budget seconds is reported NOT RUN (a device call
-# lasts at most 600 s). Exit status 0 only when every suite ran and passed.
+# On a machine with a GPU, after `source scripts/gpu-run.sh`: every GPU suite at this tree (as
+# CONTRIBUTING.md lists them), logs under $ARFUSE_LOG_DIR and one line per suite at the end. The
+# two in-process [gpu] halves and [cpu] run at once; [multiprocess], [gpu][nccl], the quick
+# start and the Python GPU tests (with $ARFUSE_PYTHON, which has torch) after them, alone. A suite
+# that would start after --budget seconds is reported NOT RUN. Exit status 0 only when every
+# suite ran and passed.
 # Usage: scripts/gpu-suites.sh [--budget SECONDS] [--no-python]
 set -uo pipefail
 budget=540 python=1
@@ -16,17 +17,17 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$budget" in ''|*[!0-9]*) echo "gpu-suites.sh: --budget takes whole seconds, not '$budget'" >&2; exit 2 ;; esac
-tests=build-device/tests/arfuse-tests
+tests=build-gpu/tests/arfuse-tests
 [ -x "$tests" ] || { echo "gpu-suites.sh: no $tests: source scripts/gpu-run.sh first" >&2; exit 2; }
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+logs=${ARFUSE_LOG_DIR:-$PWD/gpu-logs}
+mkdir -p "$logs"
 start=$(date +%s)
 elapsed() { echo $(( $(date +%s) - start )); }
 
 suite() {  # name, then the test binary's arguments
   local name=$1; shift
-  "$tests" "$@" > "$OUT/$name.txt" 2>&1
-  echo $? > "$OUT/$name.rc"
+  "$tests" "$@" > "$logs/$name.txt" 2>&1
+  echo $? > "$logs/$name.rc"
 }
 suite gpu-fused "[gpu][fused]~[multiprocess]~[nccl]" &
 suite gpu-other "[gpu]~[fused]~[multiprocess]~[nccl]" &
@@ -34,36 +35,42 @@ suite cpu "[cpu]" &
 wait
 for pair in "multiprocess:[multiprocess]" "gpu-nccl:[gpu][nccl]"; do
   name=${pair%%:*}
-  if [ "$(elapsed)" -lt "$budget" ]; then suite "$name" "${pair#*:}"; else echo "NOT RUN (time)" > "$OUT/$name.txt"; fi
+  if [ "$(elapsed)" -lt "$budget" ]; then suite "$name" "${pair#*:}"; else echo "NOT RUN (time)" > "$logs/$name.txt"; fi
 done
+if [ "$(elapsed)" -lt "$budget" ]; then
+  build-gpu/examples/arfuse-example-quickstart > "$logs/quickstart.txt" 2>&1
+  echo $? > "$logs/quickstart.rc"
+else
+  echo "NOT RUN (time)" > "$logs/quickstart.txt"
+fi
 if [ "$python" = 1 ]; then
   if [ "$(elapsed)" -lt "$budget" ]; then
-    py=/opt/torch/.venv/bin/python
-    if CMAKE_PREFIX_PATH=/tmp/dd/usr timeout 150 "$py" -m pip install --no-build-isolation --no-deps . > "$OUT/pip.log" 2>&1; then
+    py=${ARFUSE_PYTHON:-python3}
+    if CMAKE_PREFIX_PATH=${ARFUSE_DEPS_PREFIX:-} timeout 150 "$py" -m pip install --no-build-isolation --no-deps . > "$logs/pip.log" 2>&1; then
       left=$(( budget + 50 - $(elapsed) )); [ "$left" -ge 60 ] || left=60
-      ( cd /tmp && timeout "$left" "$py" -m pytest -q -m gpu "$OLDPWD/tests/python" ) > "$OUT/pytest-gpu.txt" 2>&1
-      echo $? > "$OUT/pytest-gpu.rc"
+      ( cd /tmp && timeout "$left" "$py" -m pytest -q -m gpu "$OLDPWD/tests/python" ) > "$logs/pytest-gpu.txt" 2>&1
+      echo $? > "$logs/pytest-gpu.rc"
     else
-      echo "pip install failed: $OUT/pip.log" > "$OUT/pytest-gpu.txt"; echo 1 > "$OUT/pytest-gpu.rc"
+      echo "pip install failed: $logs/pip.log" > "$logs/pytest-gpu.txt"; echo 1 > "$logs/pytest-gpu.rc"
     fi
   else
-    echo "NOT RUN (time)" > "$OUT/pytest-gpu.txt"
+    echo "NOT RUN (time)" > "$logs/pytest-gpu.txt"
   fi
 fi
 
 status=0
 echo "| suite | result |"
 echo "|---|---|"
-for name in gpu-fused gpu-other cpu multiprocess gpu-nccl pytest-gpu; do
-  [ -f "$OUT/$name.txt" ] || continue
-  if [ -f "$OUT/$name.rc" ]; then
-    rc=$(cat "$OUT/$name.rc")
-    line=$(grep -aE 'All tests passed|test cases:|assertions:|passed|failed' "$OUT/$name.txt" | tail -1)
+for name in gpu-fused gpu-other cpu multiprocess gpu-nccl quickstart pytest-gpu; do
+  [ -f "$logs/$name.txt" ] || continue
+  if [ -f "$logs/$name.rc" ]; then
+    rc=$(cat "$logs/$name.rc")
+    line=$(grep -aE 'All tests passed|test cases:|assertions:|passed|failed|^ok$' "$logs/$name.txt" | tail -1)
     [ "$rc" = 0 ] || status=1
     echo "| $name | rc $rc: ${line:-no summary line} |"
   else
     status=1
-    echo "| $name | $(head -1 "$OUT/$name.txt") |"
+    echo "| $name | $(head -1 "$logs/$name.txt") |"
   fi
 done
 echo "total: $(elapsed) s"

@@ -11,8 +11,8 @@ for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); d
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-  # A machine without a package registry (the GPU machine brings its own in .devdeps/) goes on;
-  # the build then says what is missing.
+  # A machine without a package registry goes on (its packages may come another way, see
+  # scripts/gpu-run.sh --debs); the build then says what is missing.
   if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null; }; then
     echo "warning: could not install ${missing[*]} with apt-get" >&2
   fi

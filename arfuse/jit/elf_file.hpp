@@ -50,8 +50,8 @@ ARFUSE_API std::vector<ElfSection> elf_sections(const std::vector<std::uint8_t>&
 // memory (.nv.shared.*, by size), and the relocations of those sections with each symbol by name
 // ("relocations of .text.X"). Left out: symbol and string tables, which also name unused
 // constants and temporary file names; NVRTC's table of namespace-scope constants' addresses
-// (.nv.constant4, reordered by any added constant; no arfuse kernel reads it: adding constants
-// leaves every kernel's .text as it was, docs/performance-notes.md section 26); and in each AMD
+// (.nv.constant4, reordered by any added constant; no arfuse kernel reads it, so adding a constant
+// leaves every kernel's .text as it was); and in each AMD
 // kernel descriptor (64 bytes at a ".kd" symbol) the code's offset from it (bytes 16-23), which
 // moves with those tables. (arfuse-cache code-diff compares these maps.)
 ARFUSE_API std::map<std::string, std::string> elf_code_sections(const std::vector<std::uint8_t>& file);

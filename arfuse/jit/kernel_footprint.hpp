@@ -2,8 +2,8 @@
 // GPU, and for NVIDIA how many of its blocks fit one multiprocessor by the rules of NVIDIA's
 // occupancy calculator (AMD's rules are not modelled: nothing here could check them). A
 // template change that moves a kernel's registers can change its blocks per SM, and with it the
-// kernel's speed (docs/performance-notes.md section 27): arfuse-cache code-diff shows this before
-// any device time is spent. The [gpu] tests hold the estimate against the driver's.
+// kernel's speed: arfuse-cache code-diff shows this without a GPU. The [gpu] tests hold the
+// estimate against the driver's.
 #pragma once
 
 #include <cstdint>

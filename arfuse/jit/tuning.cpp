@@ -18,8 +18,9 @@
 namespace arfuse::jit {
 namespace {
 
-// See docs/performance-notes.md. Keys are targets ("sm_90"), optionally with ":virtual" for
-// groups whose ranks share a GPU; a missing key falls back to "default[:virtual]".
+// The measurements behind these numbers: docs/performance.md, "Tuning decisions". Keys are
+// targets ("sm_90"), optionally with ":virtual" for groups whose ranks share a GPU; a missing key
+// falls back to "default[:virtual]".
 constexpr const char* kEmbedded = R"({
   "version": 1,
   "measured": "default:virtual from arfuse-bench fused --tune on one H200 (2026-12-02, 2026-12-03): )"

@@ -49,10 +49,9 @@ ARFUSE_API unsigned grid_blocks(int rows, int blocks_per_multiprocessor, int mul
 // The resident blocks per multiprocessor given to __launch_bounds__ as its minimum (0: none,
 // the compiler's own choice). Part of the instantiation, so of the cache key. For the one-stage
 // fused kernel of up to 4 ranks with two vectors a thread on NVIDIA: 2 at 512 threads (hidden
-// 7688 to 8192), 3 at 384 (hidden 5640 to 6144), measured on the H200
-// (docs/performance-notes.md sections 9, 9a, 10); for the quantising rmsnorm_quant on NVIDIA:
-// 4 at 384 threads x 2 vectors (section 17); for the one-stage fused kernel of 8 ranks, 2 at 384
-// threads (section 22); 0 elsewhere, and where those blocks would not fit
+// 7688 to 8192), 3 at 384 (hidden 5640 to 6144); for the quantising rmsnorm_quant on NVIDIA:
+// 4 at 384 threads x 2 vectors; for the one-stage fused kernel of 8 ranks, 2 at 384 threads
+// (each measured: docs/performance.md, "Tuning decisions"); 0 elsewhere, and where those blocks would not fit
 // the threads of one multiprocessor (sm_75 holds 1024: ptxas would ignore the minimum).
 ARFUSE_API int min_resident_blocks(const KernelSpec& spec, const BlockShape& block);
 

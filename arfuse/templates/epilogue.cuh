@@ -368,8 +368,8 @@ inline constexpr long long kOutRowBytes = kQuantPacksFp4<QUANT> ? H / 2 : H*(lon
 
 // Where row `row` of each caller tensor starts, in its elements (out_bytes: in bytes). VIEWS (the
 // spec's views field): the strides the call passed; otherwise every tensor is contiguous and out
-// unpadded, the widths compile-time constants, the code of the kernels before strides existed
-// (run-time strides cost 2-8 % at 12-128 rows on the H100).
+// unpadded, the widths compile-time constants (run-time strides cost the contiguous calls time at
+// small row counts: docs/performance.md, "Tuning decisions").
 template <typename T, int H, int QUANT, bool VIEWS>
 struct RowOffsets {
   RowStrides s;
@@ -453,11 +453,9 @@ __device__ __forceinline__ void zero_scale_padding(void* scales, int tokens, int
 
 // The weight, copied into shared memory by stage_weight while the row's loads are in flight:
 // step 5's read after the reductions is then a shared-memory hit instead of an L1/L2 round trip
-// on the row's critical path, and no register holds it across the reductions. Measured on the
-// H200 against the former read from global memory after the reductions and against the weight
-// loaded into registers with the row (docs/performance-notes.md section 16). Without an
-// asynchronous copy (AMD: not measured there) `vectors` is the weight in global memory, read
-// after the reductions as before.
+// on the row's critical path, and no register holds it across the reductions (faster than either
+// alternative: docs/performance.md, "Tuning decisions"). Without an asynchronous copy (AMD)
+// `vectors` is the weight in global memory, read after the reductions.
 struct StagedWeight {
   const Vec16* vectors;
   __device__ __forceinline__ void wait() const { wait_async_copies(); }
@@ -479,11 +477,9 @@ __device__ __forceinline__ StagedWeight stage_weight(const T* weight, Vec16 (&st
   }
 }
 
-// Which epilogues add in pairs (add_pair: bf16 on sm_90): the block-scaled ones. On the H200
-// (docs/performance-notes.md section 26) the paired add made fp8_group 0.4-1.2 % faster on issue
-// 22's three rows, and MXFP4 (with its pair encoder) 0.8-1.5 % faster at h6144 but 1.2 % slower at
-// 2048x8192 (32 registers, a fourth block per SM); BF16 and per-token FP8 ran up to 0.8 % slower,
-// so they keep the f32 add and compile to the kernels they had before.
+// Which epilogues add in pairs (add_pair: bf16 on sm_90): the block-scaled ones, which it makes
+// faster; BF16 and per-token FP8 output were slower with it, so they keep the f32 add
+// (docs/performance.md, "Tuning decisions").
 template <typename T, int QUANT>
 inline constexpr bool kEpiloguePairAdd = kPairAddFor<T> && (kQuantIsGroupFp8<QUANT> || kQuantIsMxfp4<QUANT>);
 

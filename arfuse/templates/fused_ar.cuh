@@ -75,7 +75,7 @@ __device__ __forceinline__ bool cross_rank_barrier(const PeerBuffers& peers, int
 
 // Whether two ranks' sum is add_pair's (one rounding of one addition, as the f32 fold): in the
 // plain all-reduce, and where the epilogue adds in pairs too; the other epilogues keep the f32
-// fold with their f32 add (docs/performance-notes.md section 26).
+// fold with their f32 add.
 template <typename T, int QUANT, bool EPILOGUE>
 inline constexpr bool kFoldPairAdd = EPILOGUE ? kEpiloguePairAdd<T, QUANT> : kPairAddFor<T>;
 
@@ -149,8 +149,8 @@ __device__ __forceinline__ void finish_row(const FusedArgs& a, int row, const Ve
   outputs.out_width = at.out_width();
   place_row_scales<T, QUANT, SCALE>(outputs, a.scales, row, a.scale_row_stride, a.scale_group_stride, quant_scale);
   outputs.mirror = static_cast<T*>(a.mirror) + (kQuantWritesMirror<QUANT> ? at.mirror(row) : 0);
-  // The later residual_out store that rmsnorm_quant uses for fp8_group cost this kernel 2.7-7 %
-  // (docs/performance-notes.md section 20).
+  // The later residual_out store that rmsnorm_quant uses for fp8_group is slower here
+  // (docs/performance.md, "Tuning decisions").
   epilogue_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, ResidualStore::after_add>(ar, residual, weight, a.eps,
                                                                                         outputs, scratch);
 }

@@ -336,9 +336,9 @@ __device__ __forceinline__ u32 add_pair(u32, u32) {  // never called where kPair
 }
 #endif
 
-// Where the kernels add in pairs: bf16 only. With f16, ptxas gave fp8_group at h5120-8192 up to
-// 13 more registers, one or two resident blocks fewer per SM (docs/performance-notes.md section
-// 24), and the bench times bf16 rows only, so f16 keeps the f32 add until a measurement says.
+// Where the kernels add in pairs: bf16 only. With f16 the compiler gave fp8_group at h5120-8192
+// more registers and fewer resident blocks per SM, so f16 keeps the f32 add until a measurement
+// says otherwise.
 template <typename T>
 inline constexpr bool kPairAddFor = (kPairAdd && kIsBf16<T>);
 

@@ -6,8 +6,8 @@
 //                         the same for those modes.
 // One block per row, and the runtime launches one block for every row: the hardware then starts
 // a block wherever one finishes, so the SMs stay busy to the last row and the blocks' loads
-// spread out in time (a grid of resident blocks striding over the rows was 1.7-2.7 % slower
-// on the large rows, docs/performance-notes.md section 10).
+// spread out in time (a grid of resident blocks striding over the rows is slower on the large
+// rows: docs/performance.md, "Tuning decisions").
 #pragma once
 
 #include "epilogue.cuh"
@@ -21,9 +21,9 @@ __device__ __forceinline__ void overlap_neighbouring_kernels() {
   let_next_kernel_start();
 }
 
-// fp8_group's residual_out goes out after the sum-of-squares reduction here: on the H200 that took
-// about 0.6-1.1 % off its large rows, while it added 1.7-1.9 % to MXFP4's (docs/performance-notes.md
-// section 19) and 2.7-7 % to the fused fp8_group kernel's (section 20), which keep the early store.
+// fp8_group's residual_out goes out after the sum-of-squares reduction here, which is faster for
+// it; MXFP4 and the fused fp8_group kernel are slower so and keep the early store
+// (docs/performance.md, "Tuning decisions").
 template <int QUANT>
 inline constexpr ResidualStore kStandaloneResidualStore =
     kQuantIsGroupFp8<QUANT> ? ResidualStore::after_reduction : ResidualStore::after_add;

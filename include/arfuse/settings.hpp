@@ -28,7 +28,7 @@ struct ARFUSE_API Variable {
   const char* words;  // for "choice": the accepted values, comma-separated; else nullptr
 };
 
-// The declared variables, in the order README.md lists them.
+// The declared variables, in the order docs/tools.md lists them.
 ARFUSE_API const std::vector<Variable>& all();
 
 // The value checked for its type, or nullopt when unset or empty. Throws ConfigError for a bad

@@ -2,7 +2,7 @@
 // compiles for gfx90a, gfx942, gfx950, gfx1030, gfx1100, gfx1200 and gfx1250; the code objects
 // carry the right target, wavefront size and FP8 range; the machine code keeps the contract's
 // cross-warp step (one warp loads the partials and reduces them across lanes, no serial fold).
-// Nothing here runs on an AMD GPU: none is lent.
+// Nothing here runs on an AMD GPU.
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -32,9 +32,9 @@ CompiledCode compile_kernel(const std::string& name, const std::string& body) {
 }  // namespace
 
 TEST_CASE("blocks per SM: NVIDIA's occupancy rules, at the counts the H200's driver reported", "[cpu][jit]") {
-  // Driver occupancy seen in arfuse-bench's resources column (docs/performance-notes.md): the
-  // epilogue at 512 threads with 38 and 32 registers (sections 26, 27), at 384 threads with 53 and
-  // 40 (section 17), fused W = 8 at 384 threads with 72 and 80 (sections 9a, 22).
+  // Driver occupancy seen in arfuse-bench's resources column on the H200: the epilogue at 512
+  // threads with 38 and 32 registers, at 384 threads with 53 and 40, fused W = 8 at 384 threads
+  // with 72 and 80.
   CHECK(blocks("sm_90", 512, 38, 17680) == 3);
   CHECK(blocks("sm_90", 512, 32, 17680) == 4);
   CHECK(blocks("sm_90", 384, 53, 13584) == 3);

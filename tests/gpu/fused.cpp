@@ -135,10 +135,6 @@ reference::EpilogueConfig config_of(VirtualGroup& g, const Case& c, float quant_
   return config;
 }
 
-reference::EpilogueConfig config_of(VirtualGroup& g, const Case& c) {
-  return config_of(g, c, test::test_quant_scale(c.quant));
-}
-
 // Uploads fresh inputs (distinct per rank; residual and weight shared, as in tensor parallel),
 // and the call's scale where the mode reads one; returns the reference's outputs for that scale.
 reference::EpilogueOutputs prepare(VirtualGroup& g, const Case& c, std::mt19937& rng,

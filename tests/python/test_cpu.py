@@ -1,8 +1,10 @@
 """CPU tests of the Python package (CI): import without a GPU, exceptions, specs, settings,
 cache checks, and a warm-up through the installed tool."""
 
+import ast
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -153,3 +155,29 @@ def test_arfuse_imported_before_torch():
     done = subprocess.run([sys.executable, "-c", "import arfuse; import torch; import torch.nn; import arfuse.torch"],
                           capture_output=True, text=True, cwd="/")
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_docs_name_every_public_function_and_every_op_argument():
+    # docs/python.md against the package: every public name, every op and each op's arguments
+    # (read from the op definitions' source, so this needs no torch).
+    root = pathlib.Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "python.md").read_text()
+    missing = [name for name in arfuse.__all__ if f"`{name}" not in text and f" {name} " not in text]
+    assert not missing, f"docs/python.md does not name {missing}"
+    tree = ast.parse((root / "python" / "arfuse" / "torch.py").read_text())
+    ops = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for decorator in node.decorator_list:
+            if (isinstance(decorator, ast.Call) and getattr(decorator.func, "attr", "") == "custom_op"
+                    and isinstance(decorator.args[0], ast.Constant)):
+                ops[decorator.args[0].value.split("::")[1]] = [a.arg for a in node.args.args]
+    assert set(ops) == {"allreduce_rmsnorm", "allreduce_rmsnorm_inplace", "allreduce", "rmsnorm_quant", "group_quant"}
+    for op, args in ops.items():
+        row = next((line for line in text.splitlines() if line.startswith(f"| `{op}(")), None)
+        assert row is not None, f"docs/python.md has no row for the op {op}"
+        if f"`{op}(...)`" in row:
+            continue  # "the same arguments" as the op above it
+        absent = [a for a in args if a not in row]
+        assert not absent, f"docs/python.md's row for {op} does not name {absent}"

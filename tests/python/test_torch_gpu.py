@@ -2,7 +2,7 @@
 (time-sliced: correctness only), each with an arfuse.torch.Communicator.
 
 Every call is checked against (a) a reference written in torch from the numeric contract
-(../shared/design.md): the fp32 rank-order sum rounded to T, the residual exact, FP8 bytes and
+(docs/numeric-contract.md): the fp32 rank-order sum rounded to T, the residual exact, FP8 bytes and
 scales exact given the mirror output, the normalised output within rounding of a float64 norm
 (its reduction tree is the kernel's); (b) the other ranks' outputs, byte for byte; (c) the same
 inputs through a C++ Group of W virtual ranks in one process (local_communicators), byte for

@@ -299,7 +299,7 @@ void bench_compile(const CommandLine&) {
     for (int i = 0; i < 1000; ++i) c.get(spec);
     memory.push_back(seconds_since(t) / 1000);
   }
-  // On a GPU machine: disk hit to a launchable kernel (module loaded) in a new Context, and the
+  // With a GPU: disk hit to a launchable kernel (module loaded) in a new Context, and the
   // Context's in-memory layer.
   std::vector<double> launchable, context_memory;
   if (Device::count() > 0) {

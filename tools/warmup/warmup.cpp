@@ -42,7 +42,7 @@ without compiling. Needs no GPU when --target is given.
 options:
   --target T        compile for T (sm_90, gfx90a, ...); repeatable. Default: the targets of
                     the local GPUs, or the config's "targets".
-  --config FILE     JSON spec set (see README); default: the embedded default set
+  --config FILE     JSON spec set (see docs/tools.md); default: the embedded default set
                     (every module x hidden {2048..8192} x dtype x quant x norm x world x stage)
   --cache-dir DIR   cache folder (default: $ARFUSE_CACHE_DIR, $XDG_CACHE_HOME/arfuse,
                     ~/.cache/arfuse)

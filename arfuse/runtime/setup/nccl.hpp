@@ -1,7 +1,7 @@
 // NCCL, loaded with dlopen (libnccl.so.2; ARFUSE_NCCL_LIBRARY names another file), for the
 // path the custom kernels cannot take: ranks on several nodes, messages above the staging
 // capacity, peers that cannot reach each other. Its all-reduce sums in its own order, so
-// results on this path are not bit-identical to the custom kernels (see README).
+// results on this path are not bit-identical to the custom kernels (docs/numeric-contract.md).
 #pragma once
 
 #include <memory>
