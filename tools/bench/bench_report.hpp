@@ -16,6 +16,9 @@ struct Report {
   double ceiling = 0;          // bytes/s of the fastest copy, same run
   std::string ceiling_source;  // which copy that was, and the others' figures
   double launch_floor_us = 0;  // an empty kernel per call, same run; 0 where not measured
+  // How the calls' buffers were used: "rotating" (inputs and outputs through more than the L2)
+  // or "fixed inputs" (one set, as kernel peers are often timed: what fits stays in the L2).
+  std::string buffers = "rotating";
   std::vector<Row> rows;
 };
 

@@ -34,9 +34,10 @@ def main():
     p.add_argument("--runs", type=int, default=7)
     p.add_argument("--replays", type=int, default=20)
     p.add_argument("--json", help="write the rows here")
-    p.add_argument("--no-output-rotation", action="store_true",
-                   help="drop each call's outputs at once, so that every call in the graph writes the same "
-                        "buffers (they stay in L2; how this tool timed before 2026-12-04)")
+    p.add_argument("--fixed-inputs", action="store_true",
+                   help="every call reads the same inputs and writes the same outputs (what fits stays in the "
+                        "L2), as arfuse-bench epilogue --fixed-inputs; by default both rotate through more than "
+                        "the L2")
     args = p.parse_args()
     try:
         import torch
@@ -115,7 +116,7 @@ def main():
                          "mxfp4": n // 2 + tokens * (hidden // 32), "fp8_static": n,
                          "nvfp4": n // 2 + tokens * (hidden // 16)}[quant]
             call_bytes = n * 2 * 3 + out_bytes + hidden * 2
-            k = max(1, min(16, (256 << 20) // call_bytes + 1))
+            k = 1 if args.fixed_inputs else max(1, min(16, (256 << 20) // call_bytes + 1))
             sets = [(torch.randn(tokens, hidden, device=dev).to(bf16), torch.randn(tokens, hidden, device=dev).to(bf16))
                     for _ in range(k)]
             weight = (torch.randn(hidden, device=dev) * 0.5).to(bf16)
@@ -133,7 +134,7 @@ def main():
                         # at once would let all 16 calls write the same buffers, which stay in L2.
                         held = []
                         for c in range(16):
-                            if len(held) == (1 if args.no_output_rotation else k):
+                            if len(held) == k:
                                 held.pop(0)
                             x, r = sets[c % k]
                             held.append(fn(x, r, weight, quant))
@@ -159,7 +160,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"tool": "torch_bench.py", "torch": torch.__version__, "device": torch.cuda.get_device_name(),
-                       "rows": rows}, f, indent=2)
+                       "buffers": "fixed inputs" if args.fixed_inputs else "rotating", "rows": rows}, f, indent=2)
 
 
 if __name__ == "__main__":
