@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On a machine with a GPU, after `source scripts/gpu-run.sh`: the measurements behind
 # docs/performance.md, as JSON, charts and the page's tables (scripts/perf-tables.py), under
-# $ARFUSE_LOG_DIR (default gpu-logs/). The torch.compile peer runs with $ARFUSE_PYTHON (default
-# python3; needs torch). Usage: scripts/gpu-bench.sh [--runs N]
+# $ARFUSE_LOG_DIR (default gpu-logs/). The PyTorch and kernel peers run with $ARFUSE_PYTHON
+# (default python3; needs torch, and arfuse installed in it; FlashInfer and Liger where present). Usage: scripts/gpu-bench.sh [--runs N]
 set -uo pipefail
 runs=7
 case "${1:-}" in
@@ -17,7 +17,7 @@ logs=${ARFUSE_LOG_DIR:-$PWD/gpu-logs}
 mkdir -p "$logs"
 shapes=1x6144,8x6144,32x6144,64x6144,128x6144,256x6144,512x6144,1024x6144,4096x6144,1x8192,8x8192,32x8192,64x8192,128x8192,256x8192,512x8192,1024x8192,4096x8192
 large=2517x6144,4097x6144,2048x8192
-"${ARFUSE_PYTHON:-python3}" tools/bench/torch_bench.py --shapes "$shapes,$large" --quant none,fp8,fp8_group,mxfp4,fp8_static,nvfp4 \
+"${ARFUSE_PYTHON:-python3}" tools/bench/torch_bench.py --kernel-peers flashinfer,liger --shapes "$shapes,$large" --quant none,fp8,fp8_group,mxfp4,fp8_static,nvfp4 \
   --runs "$runs" --json "$logs/torch.json" > "$logs/torch.md" 2>&1 || echo "torch_bench failed: $(tail -3 "$logs/torch.md")"
 peers=(); [ -s "$logs/torch.json" ] && peers=(--peers "$logs/torch.json")
 run() {  # name, table kind, then the bench's arguments
@@ -28,7 +28,7 @@ run() {  # name, table kind, then the bench's arguments
 : > "$logs/tables.md"
 run epilogue epilogue epilogue --copy-rows --shapes "$shapes" --quant none,fp8 "${peers[@]}" --svg "$logs/epilogue.svg"
 run epilogue-block epilogue epilogue --copy-rows --shapes "$large" --quant fp8_group,mxfp4,fp8_static,nvfp4 "${peers[@]}"
-"${ARFUSE_PYTHON:-python3}" tools/bench/torch_bench.py --fixed-inputs --shapes "$shapes" --quant none,fp8 \
+"${ARFUSE_PYTHON:-python3}" tools/bench/torch_bench.py --kernel-peers flashinfer,liger --fixed-inputs --shapes "$shapes" --quant none,fp8 \
   --runs "$runs" --json "$logs/torch-fixed.json" > "$logs/torch-fixed.md" 2>&1 || echo "torch_bench failed: $(tail -3 "$logs/torch-fixed.md")"
 peers=(); [ -s "$logs/torch-fixed.json" ] && peers=(--peers "$logs/torch-fixed.json")
 run epilogue-fixed epilogue epilogue --fixed-inputs --copy-rows --shapes "$shapes" --quant none,fp8 "${peers[@]}"

@@ -6,8 +6,16 @@ replays per run, the median over runs; inputs and outputs rotate through buffers
     python3 tools/bench/torch_bench.py --json torch.json
     build/tools/arfuse-bench epilogue --peers torch.json     # one table, side by side
 
-Rows use arfuse-bench's JSON row format; exactness is not measured here ("n/a"): these are
-timing peers that do the same work (the MXFP4 peer rounds ties by bucketize, not to even)."""
+With --kernel-peers, the kernels engines call for this epilogue are timed the same way where
+they are installed: FlashInfer's fused_add_rmsnorm (BF16 out), fused_add_rmsnorm_quant (static
+FP8) and fused_add_rmsnorm_fp8_block_quant (FP8 in groups of 128, column-major scales), and
+Liger's LigerFusedAddRMSNorm (BF16 out). Each is also run once on fresh inputs beside
+arfuse.torch.rmsnorm_quant and every output compared: its row's "exact" says whether all bytes
+were identical, "max_error" the largest difference in units in the last place.
+
+Rows use arfuse-bench's JSON row format; the PyTorch rows' exactness is not measured ("n/a"):
+they are timing peers that do the same work (the MXFP4 peer rounds ties by bucketize, not to
+even)."""
 import argparse
 import json
 import statistics
@@ -25,6 +33,97 @@ def parse_shapes(text):
     return shapes
 
 
+def kernel_peers(names, torch, eps, fp8, static_scale):
+    """{name: (quant modes it serves, fn(x, residual, weight, quant) -> outputs)} for the peers asked
+    for that import; the others are reported and left out. The in-place peers update x and the
+    residual as they do in an engine (the bytes moved are the same)."""
+    peers = {}
+    if names:
+        try:
+            import arfuse.torch  # noqa: F401: each peer is compared with it
+        except Exception as e:  # noqa: BLE001
+            sys.exit(f"--kernel-peers compares each peer with arfuse.torch, which does not import "
+                     f"({type(e).__name__}: {e}): pip install . into this Python first")
+    for name in filter(None, names.split(",")):
+        if name == "flashinfer":
+            try:
+                import flashinfer.norm as fi
+            except Exception as e:  # noqa: BLE001: any import failure means the peer is absent
+                print(f"flashinfer: not timed ({type(e).__name__}: {e})", file=sys.stderr)
+                continue
+
+            def flashinfer_epilogue(x, r, w, quant, fi=fi):
+                if quant == "none":
+                    fi.fused_add_rmsnorm(x, r, w, eps)  # r += x; x = rmsnorm(r) * w
+                    return r, x
+                out = torch.empty(x.shape, dtype=fp8, device=x.device)
+                if quant == "fp8_static":
+                    fi.fused_add_rmsnorm_quant(out, x, r, w, static_scale.reshape(1), eps)
+                    return r, out
+                scales = torch.empty((x.shape[1] // 128, (x.shape[0] + 3) // 4 * 4), dtype=torch.float32,
+                                     device=x.device)
+                normed = torch.empty_like(x)
+                fi.fused_add_rmsnorm_fp8_block_quant(out, scales, normed, x, r, w, eps)
+                return r, out, scales[:, :x.shape[0]]
+
+            served = ["none"] + [q for q, f in (("fp8_static", "fused_add_rmsnorm_quant"),
+                                                ("fp8_group", "fused_add_rmsnorm_fp8_block_quant")) if hasattr(fi, f)]
+            peers["flashinfer"] = (served, flashinfer_epilogue)
+        elif name == "liger":
+            try:
+                from liger_kernel.transformers.fused_add_rms_norm import LigerFusedAddRMSNorm
+            except Exception as e:  # noqa: BLE001
+                print(f"liger: not timed ({type(e).__name__}: {e})", file=sys.stderr)
+                continue
+            modules = {}
+
+            def liger_epilogue(x, r, w, quant, modules=modules, cls=LigerFusedAddRMSNorm):
+                key = (w.data_ptr(), w.shape[0])
+                if key not in modules:
+                    m = cls(w.shape[0], eps=eps, casting_mode="llama").to(device=w.device, dtype=w.dtype)
+                    m.weight.data.copy_(w)
+                    modules[key] = m
+                y, residual = modules[key](x, r)  # (normalised, x + r)
+                return residual, y
+
+            peers["liger"] = (["none"], liger_epilogue)
+        else:
+            sys.exit(f"--kernel-peers: '{name}' is not one of flashinfer, liger")
+    return peers
+
+
+def ordered(torch, t):
+    """Integers in the order of t's values (sign and magnitude), for a distance in ulps."""
+    kind = {1: torch.int8, 2: torch.int16, 4: torch.int32}[t.element_size()]
+    bits = t.contiguous().view(kind).to(torch.int64)
+    magnitude = bits & ((1 << (8 * t.element_size() - 1)) - 1)
+    return torch.where(bits < 0, -magnitude, magnitude)
+
+
+def compare_with_arfuse(torch, peer, fn, tokens, hidden, quant, eps, static_scale, dev, bf16):
+    """The peer's outputs and arfuse.torch.rmsnorm_quant's on the same fresh inputs, output by
+    output: (name, bytes identical, largest difference in ulps)."""
+    import arfuse.torch as aft
+    x, r = (torch.randn(tokens, hidden, device=dev).to(bf16) for _ in range(2))
+    w = (torch.randn(hidden, device=dev) * 0.5).to(bf16)
+    extra = {"scale": static_scale.reshape(1).float()} if quant == "fp8_static" else {}
+    if quant == "fp8_group":
+        extra = {"group_size": 128, "scale_layout": "column_major"}
+    out, residual_out, scales, _ = aft.rmsnorm_quant(x.clone(), r.clone(), w, eps=eps, quant=quant, **extra)
+    theirs = fn(x.clone(), r.clone(), w, quant)
+    mine = (residual_out, out) + ((scales,) if quant == "fp8_group" else ())
+    outputs = []
+    for label, a, b in zip(("residual", "out", "scales"), mine, theirs):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            outputs.append((f"{label} ({tuple(b.shape)} {b.dtype} against {tuple(a.shape)} {a.dtype})", False, -1))
+            continue
+        ulps = int((ordered(torch, a) - ordered(torch, b)).abs().max().item()) if a.numel() else 0
+        outputs.append((label, ulps == 0 and torch.equal(a.contiguous().view(torch.uint8),
+                                                          b.contiguous().view(torch.uint8)), ulps))
+    return {"peer": peer, "shape": (tokens, hidden), "quant": quant, "outputs": outputs,
+            "exact": all(o[1] for o in outputs), "max_ulps": max((o[2] for o in outputs), default=0)}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shapes", default="12x6144,128x8192,512x6144,2517x6144,4097x6144,2048x8192")
@@ -34,6 +133,8 @@ def main():
     p.add_argument("--runs", type=int, default=7)
     p.add_argument("--replays", type=int, default=20)
     p.add_argument("--json", help="write the rows here")
+    p.add_argument("--kernel-peers", default="",
+                   help="comma-separated: flashinfer, liger (timed and compared with arfuse where installed)")
     p.add_argument("--fixed-inputs", action="store_true",
                    help="every call reads the same inputs and writes the same outputs (what fits stays in the "
                         "L2), as arfuse-bench epilogue --fixed-inputs; by default both rotate through more than "
@@ -98,6 +199,8 @@ def main():
         return (h, *fp8_by_blocks(y, 128 if quant == "fp8_group" else y.shape[-1]))
 
     compiled = torch.compile(epilogue, dynamic=False)
+    peers = kernel_peers(args.kernel_peers, torch, eps, fp8, static_scale)
+    numerics = []
     quants = args.quant.split(",")
     for q in quants:
         if q not in ("none", "fp8", "fp8_group", "mxfp4", "fp8_static", "nvfp4"):
@@ -120,7 +223,12 @@ def main():
             sets = [(torch.randn(tokens, hidden, device=dev).to(bf16), torch.randn(tokens, hidden, device=dev).to(bf16))
                     for _ in range(k)]
             weight = (torch.randn(hidden, device=dev) * 0.5).to(bf16)
-            for name, fn in (("torch eager", epilogue), ("torch.compile", compiled)):
+            timed = [("torch eager", epilogue), ("torch.compile", compiled)]
+            timed += [(name, fn) for name, (quants_of, fn) in peers.items() if quant in quants_of]
+            for name, _ in timed[2:]:
+                numerics.append(compare_with_arfuse(torch, name, peers[name][1], tokens, hidden, quant, eps,
+                                                    static_scale, dev, bf16))
+            for name, fn in timed:
                 for x, r in sets[:2]:
                     fn(x, r, weight, quant)  # compile and warm up outside the graph
                 torch.cuda.synchronize()
@@ -152,11 +260,20 @@ def main():
                     stop.synchronize()
                     samples.append(start.elapsed_time(stop) * 1000 / (args.replays * 16))
                 out = {"none": "bf16", "fp8_group": "fp8_group128"}.get(quant, quant)  # arfuse-bench's names
+                compared = next((c for c in numerics if c["peer"] == name and c["shape"] == (tokens, hidden)
+                                 and c["quant"] == quant), None)
                 rows.append({"kernel": name, "world": 1, "tokens": tokens, "hidden": hidden, "out": out,
                              "median_us": statistics.median(samples), "min_us": min(samples), "max_us": max(samples),
-                             "bytes": call_bytes, "exact": None, "max_error": 0, "resources": ""})
+                             "bytes": call_bytes, "exact": compared["exact"] if compared else None,
+                             "max_error": compared["max_ulps"] if compared else 0, "resources": ""})
                 print(f"| {name} | {tokens}x{hidden} | {out} | {statistics.median(samples):.2f} | "
                       f"{min(samples):.2f}-{max(samples):.2f} |", flush=True)
+    if numerics:
+        print("\n| peer | shape | out | output | bytes identical | largest difference (ulps) |\n|---|---|---|---|---|---:|")
+        for c in numerics:
+            for output, identical, ulps in c["outputs"]:
+                print(f"| {c['peer']} | {c['shape'][0]}x{c['shape'][1]} | {c['quant']} | {output} | "
+                      f"{'yes' if identical else 'no'} | {ulps} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"tool": "torch_bench.py", "torch": torch.__version__, "device": torch.cuda.get_device_name(),
