@@ -299,16 +299,12 @@ __device__ __forceinline__ void quantize_nvfp4(const Vec16 (&y)[VPT], u8* out, u
     const float magnitude = fabsf(block.multiplier);
     if (block.encode && magnitude <= 0x1.fffffep127f) {
       // |y * m| is |y| * |m| exactly, and not NaN for a finite m (an infinite y only comes with
-      // a finite block scale); the signs are y's, flipped for a negative m. A quarter at a time.
-      const u32* w = y[k].w;
-      auto rounded = [&](u32 pair, int half) {
-        return e2m1_rounded_magnitude(fabsf(widen(T{u16(half ? pair >> 16 : pair & 0xffffu)})) * magnitude);
-      };
-      const u32 low =
-          e2m1_quarter_codes(rounded(w[0], 0), rounded(w[0], 1), rounded(w[1], 0), rounded(w[1], 1), w[0], w[1]);
-      const u32 high =
-          e2m1_quarter_codes(rounded(w[2], 0), rounded(w[2], 1), rounded(w[3], 0), rounded(w[3], 1), w[2], w[3]);
-      packed = byte_perm(low, high, 0x5410u) ^ (float_to_bits(block.multiplier) >> 31) * 0x88888888u;
+      // a finite block scale); the signs are y's, flipped for a negative m.
+      float v[8];
+      unpack8<T>(y[k], v);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = e2m1_rounded_magnitude(fabsf(v[j]) * magnitude);
+      packed = e2m1_pack_codes(v, y[k].w, (float_to_bits(block.multiplier) >> 31) * 0x88888888u);
     } else if (block.encode) {
       // An infinite multiplier (a global scale near FLT_MAX): y = 0 makes NaN, code 0.
       float v[8];

@@ -348,6 +348,9 @@ void emit(Report report, const std::vector<Row>& peers, const CommandLine& cl) {
   if (cl.has("svg")) write_svg(report, cl.value("svg"));
 }
 
+// How this run uses its buffers (Report::buffers; torch_bench.py's "buffers" says the same).
+std::string buffers_of(const CommandLine& cl) { return cl.has("fixed-inputs") ? "fixed inputs" : "rotating"; }
+
 // Before a run: the files it will write are checked and the --peers files read (their rows, for
 // emit), so a missing folder or an unreadable peer file is a usage error at once, not the loss of
 // a run's rows at its end.
@@ -356,7 +359,7 @@ std::vector<Row> read_peers_and_check_outputs(const CommandLine& cl) {
     if (cl.has(option)) require_writable_file(cl.value(option), option);
   }
   std::vector<Row> peers;
-  const std::string buffers = cl.has("fixed-inputs") ? "fixed inputs" : "rotating";
+  const std::string buffers = buffers_of(cl);
   for (const auto& file : cl.values("peers")) {
     try {
       const nlohmann::json json = read_json(file, "--peers " + file);
@@ -498,7 +501,7 @@ int bench_main(int argc, char** argv) {
               ctx.device().multiprocessors(), backend_description().c_str());
   Report report;
   report.mode = mode, report.device = ctx.device().name();
-  if (cl.has("fixed-inputs")) report.buffers = "fixed inputs";
+  report.buffers = buffers_of(cl);
   const auto copies = copy_bandwidths(ctx.device(), 5);
   const CopyMeasurement best = best_copy(copies);
   report.ceiling = best.bytes_per_s;
