@@ -6,6 +6,7 @@
 
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
@@ -14,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 
 #include "arfuse/epilogue.hpp"
 #include "arfuse/error.hpp"
@@ -97,6 +99,7 @@ class PyGroup {
       : allgather_(std::move(allgather)), group_(std::make_unique<Group>(std::move(options))) {}
 
   ~PyGroup() {
+    release_handles(this);
     if (allgather_) allgather_->dropped = true;
   }
 
@@ -113,6 +116,7 @@ class PyGroup {
   }
   void close() {
     if (!group_) return;
+    release_handles(this);
     auto group = std::move(group_);
     group->close();
   }
@@ -186,16 +190,6 @@ RmsnormQuantArgs epilogue_args(const Pointers& p, const Layout& l, float eps, in
   return a;
 }
 
-// The standalone epilogue needs a Context per device, made on first use and kept.
-Context& context_for(int device) {
-  static std::mutex mutex;
-  static std::map<int, std::unique_ptr<Context>> contexts;
-  std::lock_guard lock(mutex);
-  auto& slot = contexts[device];
-  if (!slot) slot = std::make_unique<Context>(ContextOptions{device, {}});
-  return *slot;
-}
-
 // Python spells the paths as identifiers.
 std::string path_name(Path path) {
   switch (path) {
@@ -207,7 +201,42 @@ std::string path_name(Path path) {
 }
 
 const char* fp8_format_name(const Device& device) {
-  return device.target().fp8_format() == Fp8Format::e4m3fnuz ? "e4m3fnuz" : "e4m3fn";
+  return fp8_dtype_of(device) == torch_ops::Fp8Dtype::e4m3fnuz ? "e4m3fnuz" : "e4m3fn";
+}
+
+// One rank's pointers and stream for time_calls.
+using RankCall = std::tuple<int, std::uintptr_t, std::uintptr_t, std::uintptr_t, std::uintptr_t, std::uintptr_t,
+                            std::uintptr_t, std::uintptr_t, std::uintptr_t>;
+
+std::vector<double> time_calls(PyGroup& g, int calls, const std::vector<RankCall>& ranks, int tokens, int hidden,
+                               const std::string& dtype, std::int64_t mode_code) {
+  EpilogueMode mode;
+  if (!torch_ops::mode_from_code(mode_code, &mode))
+    throw Error("mode code " + std::to_string(mode_code) + " is not a mode");
+  std::vector<AllreduceRmsnormArgs> args;
+  std::vector<std::unique_ptr<Stream>> streams;
+  std::vector<Rank*> targets;
+  for (const auto& [local, input, residual, weight, out, scales, mirror, scale, stream] : ranks) {
+    Rank& rank = g.rank(local);
+    AllreduceRmsnormArgs a;
+    static_cast<RmsnormQuantArgs&>(a) = epilogue_args({input, residual, residual, weight, out, scales, mirror},
+                                                      {0, 0, 0, 0, 0, 0}, 1e-6f, tokens, hidden, dtype, mode);
+    set_quant_scale(a, scale);
+    args.push_back(a);
+    streams.push_back(std::make_unique<Stream>(rank.device(), mutable_address(stream)));
+    targets.push_back(&rank);
+  }
+  std::vector<double> micros;
+  micros.reserve(std::size_t(calls) * ranks.size());
+  nb::gil_scoped_release unlocked;
+  for (int call = 0; call < calls; ++call) {
+    for (std::size_t r = 0; r < targets.size(); ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      targets[r]->allreduce_rmsnorm(args[r], *streams[r]);
+      micros.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+    }
+  }
+  return micros;
 }
 
 void bind_group_class(nb::module_& m) {
@@ -222,6 +251,11 @@ void bind_group_class(nb::module_& m) {
       .def("rank_index", [](PyGroup& g, int local) { return g.rank(local).index(); })
       .def("device_ordinal", [](PyGroup& g, int local) { return g.rank(local).device().ordinal(); })
       .def("fp8_format", [](PyGroup& g, int local) { return fp8_format_name(g.rank(local).device()); })
+      .def("register_handle",
+           [](PyGroup& g, int local) {
+             Rank& rank = g.rank(local);
+             return register_handle(&g, &rank, rank.device().ordinal(), fp8_dtype_of(rank.device()));
+           })
       .def("input_buffer",
            [](PyGroup& g, int local) { return reinterpret_cast<std::uintptr_t>(g.rank(local).input_buffer()); })
       .def("path_for", [](PyGroup& g, int tokens, int hidden) { return path_name(g.group().path_for(tokens, hidden)); })
@@ -256,20 +290,14 @@ void bind_group_class(nb::module_& m) {
              set_quant_scale(args, quant_scale);
              rank.allreduce_rmsnorm(args, Stream(rank.device(), mutable_address(stream)));
            })
-      .def("allreduce",
-           [](PyGroup& g, int local, std::uintptr_t input, std::uintptr_t out, int tokens, int hidden,
-              const std::string& dtype, bool pdl, std::uintptr_t stream, int input_stride, int out_stride) {
-             Rank& rank = g.rank(local);
-             AllreduceArgs args;
-             args.pdl = pdl;
-             args.input_stride = input_stride, args.out_stride = out_stride;
-             args.input = address(input);
-             args.out = mutable_address(out);
-             args.tokens = tokens;
-             args.hidden = hidden;
-             args.dtype = parse_dtype(dtype);
-             rank.allreduce(args, Stream(rank.device(), mutable_address(stream)));
-           })
+      .def(
+          "time_calls",
+          [](PyGroup& g, int calls, const std::vector<RankCall>& ranks, int tokens, int hidden,
+             const std::string& dtype,
+             std::int64_t mode) { return time_calls(g, calls, ranks, tokens, hidden, dtype, mode); },
+          "Host microseconds of each Rank::allreduce_rmsnorm of `calls` rounds, one call per listed rank "
+          "(local, input, residual, weight, out, scales, mirror, scale, stream; residual updated in place), "
+          "without Python between the calls.")
       .def("check", [](PyGroup& g) { g.group().check(); })
       .def("set_check_calls", [](PyGroup& g, bool on) { g.group().set_check_calls(on); })
       .def("reset", [](PyGroup& g) { g.group().reset(); })
@@ -309,40 +337,31 @@ void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatc
         nb::arg("cache_dir"),
         "A group whose ranks (one per listed device ordinal; repeats share a GPU) this process drives.");
   m.def(
-      "rmsnorm_quant",
-      [](int device, std::uintptr_t input, std::uintptr_t residual_in, std::uintptr_t residual_out,
-         std::uintptr_t weight, float eps, std::uintptr_t out, std::uintptr_t scales, std::uintptr_t mirror, int tokens,
-         int hidden, const std::string& dtype, const std::string& quant, const std::string& norm, int group_size,
-         const std::string& scale_format, const std::string& scale_layout, bool pdl, std::uintptr_t stream,
-         int input_stride, int residual_in_stride, int residual_out_stride, int out_stride, int mirror_stride,
-         int out_width, std::uintptr_t quant_scale) {
-        Context& ctx = context_for(device);
-        RmsnormQuantArgs args =
-            epilogue_args({input, residual_in, residual_out, weight, out, scales, mirror},
-                          {input_stride, residual_in_stride, residual_out_stride, out_stride, mirror_stride, out_width},
-                          eps, tokens, hidden, dtype, parse_mode(quant, norm, group_size, scale_format, scale_layout));
-        args.pdl = pdl;
-        set_quant_scale(args, quant_scale);
-        rmsnorm_quant(ctx, args, Stream(ctx.device(), mutable_address(stream)));
-      },
-      "The standalone epilogue (runtime/epilogue.hpp) on `device`'s stream `stream`.");
+      "op_table", [] { return reinterpret_cast<std::uintptr_t>(&op_table()); },
+      "The address of the call table arfuse's torch extension takes (arfuse/torch_ops/op_table.hpp).");
   m.def(
-      "group_quant",
-      [](int device, std::uintptr_t input, std::uintptr_t out, std::uintptr_t scales, int tokens, int hidden,
-         const std::string& dtype, const std::string& quant, int group_size, const std::string& scale_format,
-         const std::string& scale_layout, bool pdl, std::uintptr_t stream, int input_stride,
-         std::uintptr_t quant_scale) {
-        Context& ctx = context_for(device);
-        GroupQuantArgs a;
-        a.pdl = pdl;
-        a.input_stride = input_stride;
-        a.input = address(input), a.out = mutable_address(out), a.scales = mutable_address(scales);
-        a.tokens = tokens, a.hidden = hidden, a.dtype = parse_dtype(dtype);
-        a.mode = parse_mode(quant, "rms", group_size, scale_format, scale_layout);
-        set_quant_scale(a, quant_scale);
-        group_quant(ctx, a, Stream(ctx.device(), mutable_address(stream)));
+      "register_tracing_handle",
+      [](const std::string& fp8) {
+        if (fp8 != "e4m3fn" && fp8 != "e4m3fnuz") throw Error("fp8 is " + fp8 + "; it must be e4m3fn or e4m3fnuz");
+        return register_handle(nullptr, nullptr, -1,
+                               fp8 == "e4m3fnuz" ? torch_ops::Fp8Dtype::e4m3fnuz : torch_ops::Fp8Dtype::e4m3fn);
       },
-      "Per-token-group FP8, MXFP4, static FP8 or NVFP4 of a tensor that already is y (runtime/epilogue.hpp).");
+      nb::arg("fp8"),
+      "A communicator handle without a group, whose FP8 dtype the ops' fake implementations read: tracing on a "
+      "machine without a GPU. A real call with it raises Error.");
+  m.def("release_handle", &release_handle, nb::arg("handle"), "Forgets a handle; False if it was not open.");
+  m.def("handle_open", &handle_open, nb::arg("handle"));
+  m.def("rethrow_op_failure", &rethrow_op_failure, nb::arg("message"),
+        "Raises the arfuse exception (its class, .rank, .peer) behind an op's failure whose message is `message`; "
+        "returns None when the failure did not come from arfuse's runtime.");
+  m.def(
+      "mode_code",
+      [](const std::string& quant, const std::string& norm, int group_size, const std::string& scale_format,
+         const std::string& scale_layout) {
+        return torch_ops::mode_code(parse_mode(quant, norm, group_size, scale_format, scale_layout));
+      },
+      nb::arg("quant"), nb::arg("norm"), nb::arg("group_size"), nb::arg("scale_format"), nb::arg("scale_layout"),
+      "The int the ops take for a mode (names checked here; the hidden-size rules when the op runs).");
   m.def(
       "check_mode",
       [](const std::string& quant, const std::string& norm, int group_size, const std::string& scale_format,

@@ -3,11 +3,18 @@
 W virtual ranks (one process drives them, each on its own stream, as arfuse-bench and
 examples/eager_host_overhead.cpp do), so the numbers compare with those tools' numbers:
 
-  host: the eager host time per call until the op returns, for the custom op
-        (torch.ops.arfuse.allreduce_rmsnorm_inplace: dispatcher, checks, output allocation)
-        and for the binding under it (arfuse._arfuse.Group.allreduce_rmsnorm with preallocated
-        outputs: nanobind + the C++ call). Batches of --calls rounds, the GPU drained between
-        batches; median of batch medians.
+  host: the eager host time of one call until it returns, timed call by call (each rank's
+        stream already current), batches of --calls rounds, the GPU drained between batches;
+        median of batch medians. Rows:
+          method    Communicator.allreduce_rmsnorm_ (the Python API: names -> mode, the op)
+          op        torch.ops.arfuse.allreduce_rmsnorm_inplace.default with the mode as an int
+          noop      torch.ops.arfuse.dispatch_only: the same arguments, nothing done (the
+                    dispatcher's own cost)
+          binding   arfuse._arfuse.Group.allreduce_rmsnorm with preallocated outputs (nanobind
+                    + the C++ call)
+          C++       Rank::allreduce_rmsnorm called from C++ (Group.time_calls), no Python
+        Before timing, the op's outputs are compared byte for byte with the binding's (the
+        C++ Group's) on the same inputs.
   graph: the op captured into torch CUDA graphs of 16 calls per rank, replayed; device time per
         call (median over --runs), with the input in a torch tensor (the kernel copies it into
         the staging buffer) and in the staging buffer itself (Communicator.input_buffer), which
@@ -66,6 +73,9 @@ class Ranks:
         self.x = [make(tokens, hidden) for _ in comms]
         self.residual = [make(tokens, hidden) for _ in comms]
         self.weight = make(hidden)
+        self.mode = aft.mode_code(quant)
+        reads_scale = quant.startswith(("fp8_static", "nvfp4"))
+        self.scale = torch.full((1,), 2.0, dtype=torch.float32, device="cuda") if reads_scale else None
         # The same inputs in each rank's staging buffer: the op then reads them in place, as
         # arfuse-bench does, instead of copying them there first.
         self.staged = [c.input_buffer(tokens, hidden, dtype) for c in comms]
@@ -75,7 +85,7 @@ class Ranks:
             c.prepare(hidden, dtype, quant, "rms")
         self._fill_stream_pools(tokens, hidden, dtype)
         # One round, checked: a rank that stalls raises PeerTimeout here instead of every timed call waiting.
-        self.each_rank(self.op)
+        self.each_rank(self.method)
         torch.cuda.synchronize()
         comms[0].check()
 
@@ -91,25 +101,76 @@ class Ranks:
                 del held
 
     def outputs(self):
-        x = self.x[0]
-        return (*aft._epilogue_outputs(x, aft._Mode(self.quant, "rms"), self.comms[0].fp8_dtype), torch.empty_like(x))
+        """out, scales, mirror, residual_out for the binding: shaped as the op makes them."""
+        with torch.cuda.stream(self.streams[0]):
+            out, scales, mirror = self.op(0, single=True)
+        return [torch.empty_like(t) for t in (out, scales, mirror, self.x[0])]
 
-    def op(self, r):
-        return self.comms[r].allreduce_rmsnorm_(self.x[r], self.residual[r], self.weight, 1e-6, self.quant)
+    def method(self, r):
+        return self.comms[r].allreduce_rmsnorm_(self.x[r], self.residual[r], self.weight, 1e-6, self.quant,
+                                                scale=self.scale)
+
+    def op(self, r, single=False):
+        if single:  # fakes the op's outputs without a launch: the Meta kernel
+            meta = [t.to("meta") for t in (self.x[r], self.residual[r], self.weight)]
+            scale = None if self.scale is None else self.scale.to("meta")
+            return torch.ops.arfuse.allreduce_rmsnorm_inplace.default(self.comms[r].handle, *meta, 1e-6, self.mode,
+                                                                       False, 0, scale)
+        return torch.ops.arfuse.allreduce_rmsnorm_inplace.default(self.comms[r].handle, self.x[r], self.residual[r],
+                                                                   self.weight, 1e-6, self.mode, False, 0, self.scale)
+
+    def noop(self, r):
+        return torch.ops.arfuse.dispatch_only.default(self.comms[r].handle, self.x[r], self.residual[r], self.weight,
+                                                      1e-6, self.mode, False, 0, self.scale)
 
     def op_staged(self, r):
-        return self.comms[r].allreduce_rmsnorm_(self.staged[r], self.residual[r], self.weight, 1e-6, self.quant)
+        return self.comms[r].allreduce_rmsnorm_(self.staged[r], self.residual[r], self.weight, 1e-6, self.quant,
+                                                scale=self.scale)
 
-    def binding(self, r, outputs, staged=False, in_place=True):
+    def binding(self, r, outputs, staged=False, in_place=True, residual=None):
         out, scales, mirror, residual_out = outputs[r]
         c, x = self.comms[r], (self.staged if staged else self.x)[r]
-        residual_out = self.residual[r] if in_place else residual_out
-        c._impl.allreduce_rmsnorm(c._local_rank, x.data_ptr(), self.residual[r].data_ptr(),
-                                  residual_out.data_ptr(), self.weight.data_ptr(), 1e-6, out.data_ptr(),
+        residual = self.residual[r] if residual is None else residual
+        residual_out = residual if in_place else residual_out
+        c._impl.allreduce_rmsnorm(c._local_rank, x.data_ptr(), residual.data_ptr(), residual_out.data_ptr(),
+                                  self.weight.data_ptr(), 1e-6, out.data_ptr(),
                                   scales.data_ptr() if scales.numel() else 0,
                                   mirror.data_ptr() if mirror.numel() else 0, x.shape[0], x.shape[1],
-                                  aft._DTYPE_NAMES[x.dtype], *aft._Mode(self.quant, "rms").args(), False,
-                                  self.streams[r].cuda_stream)
+                                  aft._DTYPE_NAMES[x.dtype], self.quant, "rms", 128, "f32", "row_major", False,
+                                  self.streams[r].cuda_stream, 0, 0, 0, 0, 0, 0,
+                                  0 if self.scale is None else self.scale.data_ptr())
+
+    def cpp_calls(self, outputs, calls):
+        """Host microseconds of each C++ call of `calls` rounds (residual updated in place)."""
+        address = lambda t: t.data_ptr() if t.numel() else 0  # noqa: E731
+        ranks = [(c._local_rank, self.x[r].data_ptr(), self.residual[r].data_ptr(), self.weight.data_ptr(),
+                  address(outputs[r][0]), address(outputs[r][1]), address(outputs[r][2]),
+                  0 if self.scale is None else self.scale.data_ptr(), self.streams[r].cuda_stream)
+                 for r, c in enumerate(self.comms)]
+        x = self.x[0]
+        return self.comms[0]._impl.time_calls(calls, ranks, x.shape[0], x.shape[1], aft._DTYPE_NAMES[x.dtype],
+                                              self.mode)
+
+    def same_bytes_as_the_cpp_group(self, outputs):
+        """The op's outputs and residual against the binding's on the same inputs, byte for byte."""
+        start = [r.clone() for r in self.residual]
+        by_op, by_binding = [], []
+        for r, s in enumerate(self.streams):
+            with torch.cuda.stream(s):
+                residual = start[r].clone()
+                by_op.append((*self.comms[r].allreduce_rmsnorm_(self.x[r], residual, self.weight, 1e-6, self.quant,
+                                                                 scale=self.scale), residual))
+        for r, s in enumerate(self.streams):
+            with torch.cuda.stream(s):
+                residual = start[r].clone()
+                self.binding(r, outputs, residual=residual)
+                by_binding.append((*outputs[r][:3], residual))
+        torch.cuda.synchronize()
+        self.comms[0].check()
+        for r in range(len(self.comms)):
+            for name, a, b in zip(("out", "scales", "mirror", "residual"), by_op[r], by_binding[r]):
+                if a.shape != b.shape or not torch.equal(a.view(torch.uint8), b.view(torch.uint8)):
+                    raise Error(f"rank {r}: the op's {name} differs from the C++ Group's")
 
     def each_rank(self, call):
         for r, s in enumerate(self.streams):
@@ -123,10 +184,22 @@ def host_us(ranks, call, calls, batches):
         torch.cuda.synchronize()
         times = []
         for _ in range(calls):
-            start = time.perf_counter()
-            ranks.each_rank(call)
-            times.append((time.perf_counter() - start) / len(ranks.comms) * 1e6)
+            for r, s in enumerate(ranks.streams):
+                with torch.cuda.stream(s):
+                    start = time.perf_counter()
+                    call(r)
+                    times.append((time.perf_counter() - start) * 1e6)
         medians.append(statistics.median(times))
+    torch.cuda.synchronize()
+    ranks.comms[0].check()
+    return statistics.median(medians)
+
+
+def cpp_host_us(ranks, outputs, calls, batches):
+    medians = []
+    for _ in range(batches):
+        torch.cuda.synchronize()
+        medians.append(statistics.median(ranks.cpp_calls(outputs, calls)))
     torch.cuda.synchronize()
     ranks.comms[0].check()
     return statistics.median(medians)
@@ -184,25 +257,29 @@ def main(argv=None):
         print(f"arfuse.bench: {e}", file=sys.stderr)
         return 1
     print(f"device: {torch.cuda.get_device_name(0)}; W = {args.world} virtual ranks; {args.dtype}; quant {args.quant}")
-    print(f"{'tokens x hidden':>16} {'op host us':>11} {'binding us':>11} {'op graph us':>12} {'(min-max)':>15} "
-          f"{'staged in us':>12} {'(min-max)':>15} {'binding staged':>14} {'(min-max)':>15} "
-          f"{'+ residual_out':>14} {'(min-max)':>15}")
+    print("host: microseconds per eager call (median); graph: device microseconds per call (median, min-max)")
+    print(f"{'tokens x hidden':>16} {'method':>7} {'op':>6} {'noop':>6} {'binding':>8} {'C++':>6} "
+          f"{'op graph':>9} {'(min-max)':>15} {'staged in':>9} {'(min-max)':>15} {'binding staged':>14} "
+          f"{'(min-max)':>15} {'+ residual_out':>14} {'(min-max)':>15}")
     try:
         for tokens, hidden in args.shapes:
             ranks = Ranks(comms, tokens, hidden, dtype, args.quant)
-            op_host = host_us(ranks, ranks.op, args.calls, args.batches)
             outputs = [ranks.outputs() for _ in range(args.world)]  # preallocated for the binding
-            binding_host = host_us(ranks, lambda r: ranks.binding(r, outputs), args.calls, args.batches)
-            median, low, high = graph_us(ranks, ranks.op, args.replays, args.runs)
+            ranks.same_bytes_as_the_cpp_group(outputs)
+            host = [host_us(ranks, call, args.calls, args.batches)
+                    for call in (ranks.method, ranks.op, ranks.noop, lambda r: ranks.binding(r, outputs))]
+            host.append(cpp_host_us(ranks, outputs, args.calls, args.batches))
+            median, low, high = graph_us(ranks, ranks.method, args.replays, args.runs)
             staged, staged_low, staged_high = graph_us(ranks, ranks.op_staged, args.replays, args.runs)
             bound, bound_low, bound_high = graph_us(ranks, lambda r: ranks.binding(r, outputs, staged=True),
                                                     args.replays, args.runs)
             separate, separate_low, separate_high = graph_us(
                 ranks, lambda r: ranks.binding(r, outputs, staged=True, in_place=False), args.replays, args.runs)
-            print(f"{tokens:>7} x {hidden:<6} {op_host:>11.2f} {binding_host:>11.2f} {median:>12.2f} "
-                  f"{f'({low:.2f}-{high:.2f})':>15} {staged:>12.2f} {f'({staged_low:.2f}-{staged_high:.2f})':>15} "
-                  f"{bound:>14.2f} {f'({bound_low:.2f}-{bound_high:.2f})':>15} "
-                  f"{separate:>14.2f} {f'({separate_low:.2f}-{separate_high:.2f})':>15}")
+            print(f"{tokens:>7} x {hidden:<6} {host[0]:>7.2f} {host[1]:>6.2f} {host[2]:>6.2f} {host[3]:>8.2f} "
+                  f"{host[4]:>6.2f} {median:>9.2f} {f'({low:.2f}-{high:.2f})':>15} {staged:>9.2f} "
+                  f"{f'({staged_low:.2f}-{staged_high:.2f})':>15} {bound:>14.2f} "
+                  f"{f'({bound_low:.2f}-{bound_high:.2f})':>15} {separate:>14.2f} "
+                  f"{f'({separate_low:.2f}-{separate_high:.2f})':>15}", flush=True)
     finally:
         torch.cuda.synchronize()
         comms[0].close()

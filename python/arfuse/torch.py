@@ -1,4 +1,4 @@
-"""arfuse's kernels as PyTorch custom ops, and a communicator made from a torch.distributed group.
+"""arfuse's kernels as PyTorch operators, and a communicator made from a torch.distributed group.
 
 One process per GPU, as tensor-parallel engines run::
 
@@ -10,19 +10,24 @@ One process per GPU, as tensor-parallel engines run::
     out, scales = comm.allreduce_rmsnorm_(x, residual, weight, quant="fp8")  # residual updated
     comm.close()                                 # collective, like the constructor
 
-The ops (``torch.ops.arfuse.*``) run on torch's current stream, have fake implementations for
-``torch.compile(fullgraph=True)``, and can be captured into CUDA graphs once they ran eagerly:
+The ops (``torch.ops.arfuse.*``) are registered in C++ (arfuse.torch_ops compiles them against
+this torch on first import), run on torch's current stream, have Meta kernels for
+``torch.compile(fullgraph=True)``, and can be captured into CUDA graphs once they ran eagerly::
 
-    allreduce_rmsnorm(comm, input, residual, weight, eps, quant, norm, group_size, scale_format, scale_layout, pdl,
-                      pad_to_multiple, scale)
+    allreduce_rmsnorm(comm, input, residual, weight, eps, mode, pdl=False, pad_to_multiple=0, scale=None)
         -> (out, residual_out, scales, mirror)
-    allreduce_rmsnorm_inplace(comm, input, residual!, weight, eps, quant, norm, ...)
+    allreduce_rmsnorm_inplace(comm, input, residual!, weight, eps, mode, ...)
         -> (out, scales, mirror)                 # residual_out written over residual
-    allreduce(comm, input, pdl) -> out
-    rmsnorm_quant(input, residual, weight, eps, quant, norm, ...)
+    allreduce(comm, input, pdl=False) -> out
+    rmsnorm_quant(input, residual, weight, eps, mode, pdl=False, pad_to_multiple=0, scale=None)
         -> (out, residual_out, scales, mirror)   # the epilogue alone, for a sum made elsewhere
-    group_quant(input, quant, group_size, scale_format, scale_layout, pdl, scale)
+    group_quant(input, mode, pdl=False, scale=None)
         -> (out, scales)                         # fp8_group, mxfp4, fp8_static, nvfp4 of y
+
+``mode`` is ``mode_code(quant, norm, group_size, scale_format, scale_layout)``, one int. The
+Communicator methods and rmsnorm_quant/group_quant here take the names and raise arfuse's
+exceptions; the ops themselves raise ValueError for a refused argument and RuntimeError for the
+rest, with the same messages.
 
 ``comm`` is a communicator's ``handle``. quant is one of QUANT_MODES; norm "rms" or "gemma".
 ``out`` is T (quant none), FP8 (``float8_e4m3fn``; ``float8_e4m3fnuz`` on gfx942) for fp8,
@@ -46,17 +51,13 @@ others' kernels give up after ``timeout`` seconds: synchronise, then ``check()``
 communicator usable again.
 """
 
-import itertools
-import threading
-from typing import Optional
-
 import torch
 import torch.distributed as dist
-from torch._subclasses.fake_tensor import FakeTensor
 
 from . import Error, Unavailable, _arfuse, modes
+from . import torch_ops as _torch_ops
 
-__all__ = ["Communicator", "local_communicators", "rmsnorm_quant", "group_quant", "QUANT_MODES", "NORM_MODES",
+__all__ = ["Communicator", "local_communicators", "rmsnorm_quant", "group_quant", "mode_code", "QUANT_MODES", "NORM_MODES",
            "SCALE_FORMATS",
            "SCALE_LAYOUTS"]
 
@@ -69,25 +70,13 @@ NORM_MODES = tuple(_MODES["norm"])  # rms, gemma
 _DTYPE_NAMES = {torch.bfloat16: "bf16", torch.float16: "f16"}
 _FP8_DTYPES = {"e4m3fn": torch.float8_e4m3fn, "e4m3fnuz": torch.float8_e4m3fnuz}
 
-# handle -> (the _arfuse.Group, local rank index, Communicator's fp8 dtype). The ops take the
-# handle (an int) because a custom op's arguments must be tensors and scalars.
-_registry = {}
-_registry_lock = threading.Lock()
-_next_handle = itertools.count(1)
-
-
-def _register(group, local, fp8_dtype):
-    with _registry_lock:
-        handle = next(_next_handle)
-        _registry[handle] = (group, local, fp8_dtype)
-    return handle
-
-
-def _lookup(handle):
-    entry = _registry.get(handle)
-    if entry is None:
-        raise Error(f"communicator {handle} is closed or was never created")
-    return entry
+_ops = torch.ops.arfuse
+_torch_ops.load()  # compiles the C++ ops on the first import for this torch (arfuse.torch_ops)
+_ALLREDUCE_RMSNORM = _ops.allreduce_rmsnorm.default
+_ALLREDUCE_RMSNORM_INPLACE = _ops.allreduce_rmsnorm_inplace.default
+_ALLREDUCE = _ops.allreduce.default
+_RMSNORM_QUANT = _ops.rmsnorm_quant.default
+_GROUP_QUANT = _ops.group_quant.default
 
 
 def _dtype_name(dtype, what="dtype"):
@@ -97,378 +86,50 @@ def _dtype_name(dtype, what="dtype"):
     return name
 
 
-def _check_tensor(name, tensor, dtype=None, shape=None, device=None, contiguous=True):
-    if not isinstance(tensor, torch.Tensor):
-        raise Error(f"{name} must be a torch.Tensor, not {type(tensor).__name__}")
-    if tensor.device.type != "cuda":
-        raise Error(f"{name} is on {tensor.device}; it must be on a GPU (device type cuda)")
-    if device is not None and tensor.device != device:
-        raise Error(f"{name} is on {tensor.device}, the other tensors on {device}; all must be on one GPU")
-    if dtype is not None and tensor.dtype != dtype:
-        raise Error(f"{name} is {tensor.dtype}; it must be {dtype} like input")
-    if shape is not None and tuple(tensor.shape) != tuple(shape):
-        raise Error(f"{name} has shape {tuple(tensor.shape)}; it must be {tuple(shape)}")
-    if contiguous and not tensor.is_contiguous():
-        raise Error(f"{name} is not contiguous; pass {name}.contiguous()")
-
-
-def _row_stride(name, tensor):
-    """The elements between consecutive rows of `tensor` [..., hidden] seen as [rows, hidden]
-    without a copy: its last dimension adjacent, its leading dimensions evenly spaced (a slice of
-    a wider buffer, a [batch, seq, hidden] view). 0 where a single row makes it moot. Raises
-    Error naming the dimension that cannot merge into the row index."""
-    shape, strides = tuple(tensor.shape), tensor.stride()
-    hidden = shape[-1]
-    if hidden > 1 and strides[-1] != 1:
-        raise Error(f"{name} has strides {strides}: its last dimension must be adjacent elements (stride 1); "
-                    f"pass {name}.contiguous()")
-    row_stride, span = 0, None
-    for dim in range(len(shape) - 2, -1, -1):
-        if shape[dim] == 1:
-            continue
-        if span is None:
-            row_stride = strides[dim]
-        elif strides[dim] != span:
-            raise Error(f"{name} has shape {shape} and strides {strides}: dimension {dim} cannot merge with the "
-                        f"dimensions after it into one row index (its stride would be {span}); pass "
-                        f"{name}.contiguous()")
-        span = strides[dim] * shape[dim]
-    if span is not None and row_stride < hidden:
-        raise Error(f"{name}'s rows are {row_stride} elements apart, fewer than its {hidden} columns: rows overlap; "
-                    f"pass {name}.contiguous()")
-    return row_stride
-
-
-def _rows(tensor):
-    """Rows of a [..., hidden] tensor."""
-    rows = 1
-    for size in tensor.shape[:-1]:
-        rows *= size
-    return rows
-
-
-def _check_input(input):
-    _check_tensor("input", input, contiguous=False)
-    _dtype_name(input.dtype, "input's dtype")
-    if input.dim() < 2:
-        raise Error(f"input has shape {tuple(input.shape)}; it must have 2 dimensions or more, [..., hidden]")
-    return _row_stride("input", input)
-
-
-def _out_width(hidden, mode, pad_to_multiple):
-    """The columns of `out`: hidden, or hidden rounded up to a multiple of pad_to_multiple."""
-    if not isinstance(pad_to_multiple, int) or isinstance(pad_to_multiple, bool) or not 0 <= pad_to_multiple < 2**31:
-        raise Error(f"pad_to_multiple is {pad_to_multiple!r}; it must be an int >= 0 (0: no padding)")
-    if pad_to_multiple <= 1:
-        return hidden
-    width = -(-hidden // pad_to_multiple) * pad_to_multiple
-    if width != hidden and mode.quant not in ("none", "fp8", "fp8_mirror", "fp8_static", "fp8_static_mirror"):
-        raise Error(f"pad_to_multiple={pad_to_multiple} pads out, which quant {mode.quant} does not take: only none, "
-                    f"fp8, fp8_static and their mirrors write padded rows (the block-scaled modes' scales cover "
-                    f"hidden only)")
-    if width % 8 != 0:
-        raise Error(f"pad_to_multiple={pad_to_multiple} makes rows of {width} elements; a padded row must be a "
-                    f"multiple of 8 elements")
-    return width
-
-
-class _Mode:
-    """An epilogue's output mode: quant and norm, and for the fp8_group modes the group size,
-    the scale format and the scale layout (which the other modes ignore)."""
-
-    __slots__ = ("quant", "norm", "group_size", "scale_format", "scale_layout")
-
-    def __init__(self, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major"):
-        self.quant, self.norm, self.group_size = quant, norm, group_size
-        self.scale_format, self.scale_layout = scale_format, scale_layout
-
-    @property
-    def grouped(self):
-        return self.quant in ("fp8_group", "fp8_group_mirror")
-
-    @property
-    def mx(self):
-        return self.quant in ("mxfp4", "mxfp4_mirror")
-
-    @property
-    def nv(self):
-        return self.quant in ("nvfp4", "nvfp4_mirror")
-
-    @property
-    def static(self):
-        return self.quant in ("fp8_static", "fp8_static_mirror")
-
-    def check(self, hidden):
-        """The checks the C++ call makes on the mode, made before any output is allocated (the fake
-        implementations must refuse what the real call would)."""
-        if not isinstance(self.group_size, int) or isinstance(self.group_size, bool) or not -2**31 <= self.group_size < 2**31:
-            raise Error(f"group_size is {self.group_size!r}; it must be an int (32, 64 or 128 for the fp8_group modes)")
-        _arfuse.check_mode(str(self.quant), str(self.norm), self.group_size, str(self.scale_format),
-                           str(self.scale_layout), int(hidden))
-
-    def args(self):
-        return self.quant, self.norm, self.group_size, self.scale_format, self.scale_layout
-
-
-def _check_epilogue(input, residual, weight, eps, mode):
-    """The row strides of input and residual, after the checks of every epilogue op."""
-    input_stride = _check_input(input)
-    _check_tensor("residual", residual, input.dtype, input.shape, input.device, contiguous=False)
-    residual_stride = _row_stride("residual", residual)
-    _check_tensor("weight", weight, input.dtype, (input.shape[-1],), input.device)
-    mode.check(input.shape[-1])
-    if not isinstance(eps, float) or not eps >= 0.0 or eps == float("inf"):
-        raise Error(f"eps is {eps!r}; it must be a finite float >= 0")
-    return input_stride, residual_stride
-
-
-def _check_scale(scale, mode, input):
-    """The address of `scale` (0 for None), the fp32 the kernel reads when it runs (fp8_static's
-    scale, nvfp4's global scale): a one-element float32 tensor on input's device; None for the other
-    modes. Fakes ignore the address (a fake tensor has none)."""
-    needed = mode.static or mode.nv
-    what = "global scale" if mode.nv else "scale"
-    if scale is None:
-        if needed:
-            raise Error(f"scale is None; quant {mode.quant} reads its {what} from a one-element float32 tensor "
-                        f"on the input's device")
-        return 0
-    if not needed:
-        raise Error(f"scale is given, but quant {mode.quant} reads none: it is for fp8_static, nvfp4 and their "
-                    f"mirrors")
-    if not isinstance(scale, torch.Tensor):
-        raise Error(f"scale is {type(scale).__name__}; it must be a one-element float32 tensor")
-    if scale.dtype != torch.float32 or scale.numel() != 1:
-        raise Error(f"scale is {scale.dtype} with {scale.numel()} elements; it must be one float32 element")
-    if scale.device != input.device:
-        raise Error(f"scale is on {scale.device}, input on {input.device}; they must be on the same device")
-    return 0 if isinstance(scale, FakeTensor) else scale.data_ptr()
-
-
-def _check_limits(group, input):
-    tokens, hidden = _rows(input), input.shape[-1]
-    if tokens > group.max_tokens:
-        raise Error(f"input has {tokens} tokens, more than the communicator's max_tokens {group.max_tokens}")
-    if hidden > group.max_hidden:
-        raise Error(f"input has hidden size {hidden}, more than the communicator's max_hidden {group.max_hidden}")
-
-
-def _epilogue_outputs(input, mode, fp8_dtype, width=None):
-    """out, scales, mirror for `mode` (outputs a mode does not write are empty, shape [0]), each
-    with input's leading dimensions; out `width` columns (default hidden)."""
-    lead, hidden = tuple(input.shape[:-1]), input.shape[-1]
-    width = hidden if width is None else width
-    device = input.device
-    empty_scales = input.new_empty((0,), dtype=torch.float32)
-    if mode.quant == "none":
-        out, scales = torch.empty(lead + (width,), dtype=input.dtype, device=device), empty_scales
-    elif mode.mx:
-        out = torch.empty(lead + (hidden // 2,), dtype=torch.uint8, device=device)
-        scales = torch.empty(lead + (hidden // 32,), dtype=torch.uint8, device=device)
-    elif mode.nv:
-        out = torch.empty(lead + (hidden // 2,), dtype=torch.uint8, device=device)
-        if mode.scale_layout == "swizzled_128x4":  # rows padded to 128, scale columns to 4 (zeros)
-            shape = (-(-_rows(input) // 128) * 128, -(-(hidden // 16) // 4) * 4)
-        else:
-            shape = lead + (hidden // 16,)
-        scales = torch.empty(shape, dtype=torch.uint8, device=device)
-    elif mode.static:
-        out, scales = torch.empty(lead + (width,), dtype=fp8_dtype, device=device), empty_scales
-    elif mode.grouped:
-        out = torch.empty(lead + (hidden,), dtype=fp8_dtype, device=device)
-        groups = hidden // mode.group_size
-        shape = lead + (groups,) if mode.scale_layout == "row_major" else (groups, _rows(input))
-        scale_dtype = torch.uint8 if mode.scale_format == "e8m0" else torch.float32
-        scales = torch.empty(shape, dtype=scale_dtype, device=device)
-    else:
-        out = torch.empty(lead + (width,), dtype=fp8_dtype, device=device)
-        scales = torch.empty(lead, dtype=torch.float32, device=device)
-    mirror = torch.empty(lead + (hidden,), dtype=input.dtype, device=device) if mode.quant.endswith("_mirror") \
-        else input.new_empty((0,))
-    return out, scales, mirror
-
-
-def _address(tensor):
-    return tensor.data_ptr() if tensor.numel() else 0
-
-
-def _stream_of(device):
-    return torch.cuda.current_stream(device).cuda_stream
-
-
-_fp8_format_cache = {}
-
-
-def _fp8_dtype_of(device):
-    """The FP8 dtype the kernels write on `device` (asks the driver once per device)."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _fp8_format_cache:
-        _fp8_format_cache[index] = _FP8_DTYPES[_arfuse.fp8_format(index)]
-    return _fp8_format_cache[index]
-
-
-def _fake_fp8_dtype(device):
-    # Tracing must not need a driver (CPU-only machines export graphs too): ask it only if present.
-    if torch.cuda.is_available():
-        return _fp8_dtype_of(device)
-    return torch.float8_e4m3fn
-
-
-def _layout(input_stride, residual_stride, residual_out_stride, width):
-    """The row strides and out_width the runtime takes: out and mirror are new tensors, contiguous."""
-    return (input_stride, residual_stride, residual_out_stride, 0, 0, width)
-
-
-def _launch_fused(handle, input, residual, residual_out, weight, eps, mode, out, scales, mirror, pdl, layout,
-                  scale_address):
-    group, local, _ = _lookup(handle)
-    _check_limits(group, input)
-    with torch.cuda.device(input.device):
-        group.allreduce_rmsnorm(local, _address(input), _address(residual), _address(residual_out),
-                                _address(weight), eps, _address(out), _address(scales), _address(mirror),
-                                _rows(input), input.shape[-1], _DTYPE_NAMES[input.dtype], *mode.args(), pdl,
-                                _stream_of(input.device), *layout, scale_address)
-
-
-Outputs4 = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
-Outputs3 = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
-
-
-@torch.library.custom_op("arfuse::allreduce_rmsnorm", mutates_args=())
-def _allreduce_rmsnorm(comm: int, input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
-                       quant: str, norm: str, group_size: int = 128, scale_format: str = "f32",
-                       scale_layout: str = "row_major", pdl: bool = False, pad_to_multiple: int = 0,
-                       scale: Optional[torch.Tensor] = None) -> Outputs4:
-    mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
-    input_stride, residual_stride = _check_epilogue(input, residual, weight, eps, mode)
-    scale_address = _check_scale(scale, mode, input)
-    width = _out_width(input.shape[-1], mode, pad_to_multiple)
-    out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2], width)
-    residual_out = torch.empty(residual.shape, dtype=residual.dtype, device=residual.device)
-    _launch_fused(comm, input, residual, residual_out, weight, eps, mode, out, scales, mirror, pdl,
-                  _layout(input_stride, residual_stride, 0, width), scale_address)
-    return out, residual_out, scales, mirror
-
-
-def _fused_fake(comm, input, residual, weight, eps, quant, norm, group_size, scale_format, scale_layout,
-                pad_to_multiple, scale):
-    """out, scales, mirror of a fused op's fake, after the real op's checks."""
-    mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
-    _check_epilogue(input, residual, weight, eps, mode)
-    _check_scale(scale, mode, input)
-    width = _out_width(input.shape[-1], mode, pad_to_multiple)
-    return _epilogue_outputs(input, mode, _lookup(int(comm))[2], width)
-
-
-@_allreduce_rmsnorm.register_fake
-def _(comm, input, residual, weight, eps, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major",
-      pdl=False, pad_to_multiple=0, scale=None):
-    out, scales, mirror = _fused_fake(comm, input, residual, weight, eps, quant, norm, group_size, scale_format,
-                                      scale_layout, pad_to_multiple, scale)
-    return out, torch.empty(residual.shape, dtype=residual.dtype, device=residual.device), scales, mirror
-
-
-@torch.library.custom_op("arfuse::allreduce_rmsnorm_inplace", mutates_args=("residual",))
-def _allreduce_rmsnorm_inplace(comm: int, input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
-                               eps: float, quant: str, norm: str, group_size: int = 128, scale_format: str = "f32",
-                               scale_layout: str = "row_major", pdl: bool = False,
-                               pad_to_multiple: int = 0, scale: Optional[torch.Tensor] = None) -> Outputs3:
-    mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
-    input_stride, residual_stride = _check_epilogue(input, residual, weight, eps, mode)
-    scale_address = _check_scale(scale, mode, input)
-    width = _out_width(input.shape[-1], mode, pad_to_multiple)
-    out, scales, mirror = _epilogue_outputs(input, mode, _lookup(int(comm))[2], width)
-    _launch_fused(comm, input, residual, residual, weight, eps, mode, out, scales, mirror, pdl,
-                  _layout(input_stride, residual_stride, residual_stride, width), scale_address)
-    return out, scales, mirror
-
-
-@_allreduce_rmsnorm_inplace.register_fake
-def _(comm, input, residual, weight, eps, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major",
-      pdl=False, pad_to_multiple=0, scale=None):
-    return _fused_fake(comm, input, residual, weight, eps, quant, norm, group_size, scale_format, scale_layout,
-                       pad_to_multiple, scale)
-
-
-@torch.library.custom_op("arfuse::allreduce", mutates_args=())
-def _allreduce(comm: int, input: torch.Tensor, pdl: bool = False) -> torch.Tensor:
-    input_stride = _check_input(input)
-    group, local, _ = _lookup(int(comm))
-    _check_limits(group, input)
-    out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
-    with torch.cuda.device(input.device):
-        group.allreduce(local, _address(input), _address(out), _rows(input), input.shape[-1],
-                        _DTYPE_NAMES[input.dtype], pdl, _stream_of(input.device), input_stride, 0)
-    return out
-
-
-@_allreduce.register_fake
-def _(comm, input, pdl=False):
-    _check_input(input)
-    _lookup(int(comm))
-    return torch.empty(input.shape, dtype=input.dtype, device=input.device)
-
-
-@torch.library.custom_op("arfuse::rmsnorm_quant", mutates_args=())
-def _rmsnorm_quant(input: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, quant: str,
-                   norm: str, group_size: int = 128, scale_format: str = "f32", scale_layout: str = "row_major",
-                   pdl: bool = False, pad_to_multiple: int = 0, scale: Optional[torch.Tensor] = None) -> Outputs4:
-    mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
-    input_stride, residual_stride = _check_epilogue(input, residual, weight, eps, mode)
-    scale_address = _check_scale(scale, mode, input)
-    width = _out_width(input.shape[-1], mode, pad_to_multiple)
-    out, scales, mirror = _epilogue_outputs(input, mode, _fp8_dtype_of(input.device), width)
-    residual_out = torch.empty(residual.shape, dtype=residual.dtype, device=residual.device)
-    index = input.device.index
-    with torch.cuda.device(input.device):
-        _arfuse.rmsnorm_quant(index, _address(input), _address(residual), _address(residual_out), _address(weight),
-                              eps, _address(out), _address(scales), _address(mirror), _rows(input), input.shape[-1],
-                              _DTYPE_NAMES[input.dtype], *mode.args(), pdl, _stream_of(input.device),
-                              *_layout(input_stride, residual_stride, 0, width), scale_address)
-    return out, residual_out, scales, mirror
-
-
-@_rmsnorm_quant.register_fake
-def _(input, residual, weight, eps, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major", pdl=False,
-      pad_to_multiple=0, scale=None):
-    mode = _Mode(quant, norm, group_size, scale_format, scale_layout)
-    _check_epilogue(input, residual, weight, eps, mode)
-    _check_scale(scale, mode, input)
-    width = _out_width(input.shape[-1], mode, pad_to_multiple)
-    out, scales, mirror = _epilogue_outputs(input, mode, _fake_fp8_dtype(input.device), width)
-    return out, torch.empty(residual.shape, dtype=residual.dtype, device=residual.device), scales, mirror
-
-
-def _check_group_quant(input, mode):
-    input_stride = _check_input(input)
-    if mode.quant not in ("fp8_group", "mxfp4", "fp8_static", "nvfp4"):
-        raise Error(f"quant is {mode.quant!r}; group_quant takes fp8_group, mxfp4, fp8_static or nvfp4")
-    mode.check(input.shape[-1])
-    return input_stride
-
-
-@torch.library.custom_op("arfuse::group_quant", mutates_args=())
-def _group_quant(input: torch.Tensor, quant: str, group_size: int = 128, scale_format: str = "f32",
-                 scale_layout: str = "row_major", pdl: bool = False,
-                 scale: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
-    mode = _Mode(quant, "rms", group_size, scale_format, scale_layout)
-    input_stride = _check_group_quant(input, mode)
-    scale_address = _check_scale(scale, mode, input)
-    out, scales, _ = _epilogue_outputs(input, mode, _fp8_dtype_of(input.device))
-    with torch.cuda.device(input.device):
-        _arfuse.group_quant(input.device.index, _address(input), _address(out), _address(scales), _rows(input),
-                            input.shape[-1], _DTYPE_NAMES[input.dtype], quant, group_size, scale_format, scale_layout,
-                            pdl, _stream_of(input.device), input_stride, scale_address)
-    return out, scales
-
-
-@_group_quant.register_fake
-def _(input, quant, group_size=128, scale_format="f32", scale_layout="row_major", pdl=False, scale=None):
-    mode = _Mode(quant, "rms", group_size, scale_format, scale_layout)
-    _check_group_quant(input, mode)
-    _check_scale(scale, mode, input)
-    out, scales, _ = _epilogue_outputs(input, mode, _fake_fp8_dtype(input.device))
-    return out, scales
+_mode_codes = {}
+
+
+def mode_code(quant="none", norm="rms", group_size=128, scale_format="f32", scale_layout="row_major"):
+    """The int the ops take as ``mode``: quant, norm, and for the fp8_group modes the group size
+    and scale format, for the fp8_group and nvfp4 modes the scale layout. Names are checked here
+    (Error naming the value); the hidden-size rules when the op runs."""
+    key = (quant, norm, group_size, scale_format, scale_layout)
+    code = _mode_codes.get(key)
+    if code is None:
+        if not isinstance(group_size, int) or isinstance(group_size, bool) or not -2**31 <= group_size < 2**31:
+            raise Error(f"group_size is {group_size!r}; it must be an int (32, 64 or 128 for the fp8_group modes)")
+        for name, value in (("quant", quant), ("norm", norm), ("scale_format", scale_format),
+                            ("scale_layout", scale_layout)):
+            if not isinstance(value, str):
+                raise Error(f"{name} is {value!r}; it must be a str")
+        code = _mode_codes[key] = _arfuse.mode_code(quant, norm, group_size, scale_format, scale_layout)
+    return code
+
+
+def _raise_arfuse_error(error):
+    """Raises what an op's failure is in arfuse's terms: the runtime's own exception (its class,
+    .rank, .peer), arfuse.Error for a refused argument (the op raised ValueError), else `error`."""
+    _arfuse.rethrow_op_failure(str(error))
+    if isinstance(error, ValueError):
+        raise Error(str(error)) from None
+    raise error
+
+
+def _fused(handle, input, residual, weight, eps, quant, norm, group_size, scale_format, scale_layout, pdl,
+           pad_to_multiple, scale, in_place):
+    mode = mode_code(quant, norm, group_size, scale_format, scale_layout)
+    op = _ALLREDUCE_RMSNORM_INPLACE if in_place else _ALLREDUCE_RMSNORM
+    try:
+        return op(handle, input, residual, weight, eps, mode, pdl, pad_to_multiple, scale)
+    except (ValueError, RuntimeError) as e:
+        _raise_arfuse_error(e)
+
+
+def _allreduce(handle, input, pdl):
+    try:
+        return _ALLREDUCE(handle, input, pdl)
+    except (ValueError, RuntimeError) as e:
+        _raise_arfuse_error(e)
 
 
 def group_quant(input, quant="fp8_group", group_size=128, scale_format="f32", scale_layout="row_major", pdl=False,
@@ -476,7 +137,11 @@ def group_quant(input, quant="fp8_group", group_size=128, scale_format="f32", sc
     """Per-token-group FP8, MXFP4, static FP8 or NVFP4 of a tensor that already is y:
     ``(out, scales)``, shaped as the epilogue ops shape them (scale: as allreduce_rmsnorm's). For
     the _mirror output of an epilogue op it gives that op's bytes and scales."""
-    return torch.ops.arfuse.group_quant(input, quant, group_size, scale_format, scale_layout, pdl, scale)
+    mode = mode_code(quant, "rms", group_size, scale_format, scale_layout)
+    try:
+        return _GROUP_QUANT(input, mode, pdl, scale)
+    except (ValueError, RuntimeError) as e:
+        _raise_arfuse_error(e)
 
 
 def rmsnorm_quant(input, residual, weight, eps=1e-6, quant="none", norm="rms", group_size=128, scale_format="f32",
@@ -484,8 +149,11 @@ def rmsnorm_quant(input, residual, weight, eps=1e-6, quant="none", norm="rms", g
     """The epilogue alone (residual add + RMSNorm/Gemma + optional FP8 per token, per group or
     static, MXFP4 or NVFP4) on a tensor that was all-reduced elsewhere:
     ``(out, residual_out, scales, mirror)``."""
-    return torch.ops.arfuse.rmsnorm_quant(input, residual, weight, float(eps), quant, norm, group_size, scale_format,
-                                          scale_layout, pdl, pad_to_multiple, scale)
+    mode = mode_code(quant, norm, group_size, scale_format, scale_layout)
+    try:
+        return _RMSNORM_QUANT(input, residual, weight, eps, mode, pdl, pad_to_multiple, scale)
+    except (ValueError, RuntimeError) as e:
+        _raise_arfuse_error(e)
 
 
 class _DeviceMemory:
@@ -570,7 +238,7 @@ class Communicator:
         self.rank = impl.rank_index(local)
         self.world = impl.world
         self.fp8_dtype = _FP8_DTYPES[impl.fp8_format(local)]
-        self.handle = _register(impl, local, self.fp8_dtype)
+        self.handle = impl.register_handle(local)
 
     # -- calls ------------------------------------------------------------------------------
     def allreduce_rmsnorm(self, input, residual, weight, eps=1e-6, quant="none", norm="rms", group_size=128,
@@ -582,21 +250,20 @@ class Communicator:
         pad_to_multiple: out's rows rounded up to a multiple of it, the padding zero (quant none,
         fp8, fp8_static and their mirrors). scale: a one-element float32 tensor, fp8_static's scale
         (q = fp8(y * (1 / scale))) or nvfp4's global scale, read when the kernel runs."""
-        return torch.ops.arfuse.allreduce_rmsnorm(self.handle, input, residual, weight, float(eps), quant, norm,
-                                                  group_size, scale_format, scale_layout, pdl, pad_to_multiple, scale)
+        return _fused(self.handle, input, residual, weight, eps, quant, norm, group_size, scale_format, scale_layout,
+                      pdl, pad_to_multiple, scale, in_place=False)
 
     def allreduce_rmsnorm_(self, input, residual, weight, eps=1e-6, quant="none", norm="rms", group_size=128,
                            scale_format="f32", scale_layout="row_major", pdl=False, pad_to_multiple=0, scale=None):
         """As allreduce_rmsnorm, with residual_out written over `residual` (as engines keep it, a
         view too): ``(out, scales, mirror)``."""
-        return torch.ops.arfuse.allreduce_rmsnorm_inplace(self.handle, input, residual, weight, float(eps), quant,
-                                                          norm, group_size, scale_format, scale_layout, pdl,
-                                                          pad_to_multiple, scale)
+        return _fused(self.handle, input, residual, weight, eps, quant, norm, group_size, scale_format, scale_layout,
+                      pdl, pad_to_multiple, scale, in_place=True)
 
     def allreduce(self, input, pdl=False):
         """The sum over ranks of `input` [..., hidden] (fp32 in rank order, rounded once), a new
         contiguous tensor of input's shape."""
-        return torch.ops.arfuse.allreduce(self.handle, input, pdl)
+        return _allreduce(self.handle, input, pdl)
 
     def input_buffer(self, tokens, hidden, dtype):
         """A [tokens, hidden] tensor over this rank's staging buffer. Write the layer's partial
@@ -616,7 +283,7 @@ class Communicator:
     def prepare(self, hidden, dtype, quant="none", norm="rms", group_size=128, scale_format="f32"):
         """Loads every kernel a call of this hidden size and mode can take (compiling on a cache
         miss). Call it on every rank before the first call of a shape, and before graph capture."""
-        _Mode(quant, norm, group_size, scale_format).check(hidden)
+        _arfuse.check_mode(quant, norm, group_size, scale_format, "row_major", hidden)
         self._group().prepare(self._local_rank, hidden, _dtype_name(dtype), quant, norm, group_size, scale_format)
 
     # -- state ------------------------------------------------------------------------------
@@ -631,14 +298,11 @@ class Communicator:
 
     def close(self):
         """Releases the buffers; collective (the ranks meet so no peer still reads ours)."""
-        with _registry_lock:
-            for handle in [h for h, entry in _registry.items() if entry[0] is self._impl]:
-                del _registry[handle]
         self._impl.close()
 
     @property
     def closed(self):
-        return self.handle not in _registry
+        return not _arfuse.handle_open(self.handle)
 
     @property
     def max_tokens(self):
@@ -668,8 +332,9 @@ class Communicator:
     def __del__(self):
         # Without close() the handle must not outlive the object; the group's own destructor then
         # skips the collective (a finaliser must not wait for peers) and warns.
-        with _registry_lock:
-            _registry.pop(getattr(self, "handle", None), None)
+        handle = getattr(self, "handle", None)
+        if handle is not None:
+            _arfuse.release_handle(handle)
 
     def __repr__(self):
         state = "closed" if self.closed else f"device {self.device}"

@@ -3,6 +3,9 @@ dtypes torch.compile traces with), argument checks with messages naming the argu
 tracing into a graph. Skipped where torch is not installed (CI installs arfuse without torch);
 the GPU half is test_torch_gpu.py."""
 
+import os
+import shutil
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -17,11 +20,38 @@ pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU half;
 
 @pytest.fixture
 def handle():
-    # The fused ops' fakes read only the communicator's FP8 dtype, so a registry entry without a
+    # The fused ops' Meta kernels read only the communicator's FP8 dtype, so a handle without a
     # group stands in for one (making a real group needs a GPU).
-    h = aft._register(None, 0, torch.float8_e4m3fn)
+    h = arfuse._arfuse.register_tracing_handle("e4m3fn")
     yield h
-    aft._registry.pop(h, None)
+    arfuse._arfuse.release_handle(h)
+
+
+class _Ops:
+    """The fused ops with mode names, raising arfuse's exceptions, as the Communicator calls them."""
+
+    @staticmethod
+    def allreduce_rmsnorm(h, x, r, w, eps, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major",
+                          pdl=False, pad_to_multiple=0, scale=None):
+        return aft._fused(h, x, r, w, eps, quant, norm, group_size, scale_format, scale_layout, pdl, pad_to_multiple,
+                          scale, in_place=False)
+
+    @staticmethod
+    def allreduce_rmsnorm_inplace(h, x, r, w, eps, quant, norm, group_size=128, scale_format="f32",
+                                  scale_layout="row_major", pdl=False, pad_to_multiple=0, scale=None):
+        return aft._fused(h, x, r, w, eps, quant, norm, group_size, scale_format, scale_layout, pdl, pad_to_multiple,
+                          scale, in_place=True)
+
+    @staticmethod
+    def allreduce(h, x, pdl=False):
+        return aft._allreduce(h, x, pdl)
+
+    @staticmethod
+    def rmsnorm_quant(x, r, w, eps, quant, norm, *rest, **kwargs):
+        return aft.rmsnorm_quant(x, r, w, eps, quant, norm, *rest, **kwargs)
+
+
+ops = _Ops()
 
 
 def tensors(tokens=5, hidden=64, dtype=torch.bfloat16):
@@ -33,7 +63,7 @@ def test_import_does_not_need_a_gpu_and_registers_the_ops():
     for name in ("allreduce_rmsnorm", "allreduce_rmsnorm_inplace", "allreduce", "rmsnorm_quant"):
         assert hasattr(torch.ops.arfuse, name)
     schema = str(torch.ops.arfuse.allreduce_rmsnorm_inplace.default._schema)
-    assert "Tensor(a2!) residual" in schema, schema  # the in-place variant declares its mutation
+    assert "Tensor(a!) residual" in schema, schema  # the in-place variant declares its mutation
     assert "!" not in str(torch.ops.arfuse.allreduce_rmsnorm.default._schema)
 
 
@@ -42,17 +72,17 @@ def test_import_does_not_need_a_gpu_and_registers_the_ops():
 def test_fake_outputs(handle, quant, dtype):
     with FakeTensorMode():
         x, r, w = tensors(7, 128, dtype)
-        out, res, scales, mirror = torch.ops.arfuse.allreduce_rmsnorm(handle, x, r, w, 1e-6, quant, "rms")
+        out, res, scales, mirror = ops.allreduce_rmsnorm(handle, x, r, w, 1e-6, quant, "rms")
         assert res.shape == (7, 128) and res.dtype == dtype
         if quant == "none":
             assert out.dtype == dtype and scales.shape == (0,)
         else:
             assert out.dtype == torch.float8_e4m3fn and scales.shape == (7,) and scales.dtype == torch.float32
         assert mirror.shape == ((7, 128) if quant == "fp8_mirror" else (0,))
-        outs = torch.ops.arfuse.allreduce_rmsnorm_inplace(handle, x, r, w, 1e-6, quant, "gemma")
+        outs = ops.allreduce_rmsnorm_inplace(handle, x, r, w, 1e-6, quant, "gemma")
         assert [o.shape for o in outs] == [out.shape, scales.shape, mirror.shape]
-        assert torch.ops.arfuse.allreduce(handle, x).shape == (7, 128)
-        standalone = torch.ops.arfuse.rmsnorm_quant(x, r, w, 1e-6, quant, "rms")
+        assert ops.allreduce(handle, x).shape == (7, 128)
+        standalone = ops.rmsnorm_quant(x, r, w, 1e-6, quant, "rms")
         assert [o.shape for o in standalone] == [out.shape, res.shape, scales.shape, mirror.shape]
 
 
@@ -62,10 +92,10 @@ def test_every_op_takes_pdl(handle):
         assert "bool pdl=False" in schema, schema
     with FakeTensorMode():
         x, r, w = tensors(3, 128)
-        out, res, scales, _ = torch.ops.arfuse.allreduce_rmsnorm(handle, x, r, w, 1e-6, "fp8", "rms", 128, "f32",
+        out, res, scales, _ = ops.allreduce_rmsnorm(handle, x, r, w, 1e-6, "fp8", "rms", 128, "f32",
                                                                  "row_major", True)
         assert out.shape == (3, 128) and scales.shape == (3,)
-        assert torch.ops.arfuse.allreduce(handle, x, True).shape == (3, 128)
+        assert ops.allreduce(handle, x, True).shape == (3, 128)
         q, s = aft.group_quant(x, "mxfp4", pdl=True)
         assert q.shape == (3, 64) and s.shape == (3, 4)
 
@@ -76,7 +106,7 @@ def test_every_op_takes_pdl(handle):
 def test_fake_outputs_of_group_fp8(handle, group, scale_format, layout):
     with FakeTensorMode():
         x, r, w = tensors(7, 256)
-        out, res, scales, mirror = torch.ops.arfuse.allreduce_rmsnorm(handle, x, r, w, 1e-6, "fp8_group_mirror", "rms",
+        out, res, scales, mirror = ops.allreduce_rmsnorm(handle, x, r, w, 1e-6, "fp8_group_mirror", "rms",
                                                                       group, scale_format, layout)
         assert out.shape == (7, 256) and out.dtype == torch.float8_e4m3fn
         assert scales.shape == ((7, 256 // group) if layout == "row_major" else (256 // group, 7))
@@ -87,7 +117,7 @@ def test_fake_outputs_of_group_fp8(handle, group, scale_format, layout):
 def test_fake_outputs_of_mxfp4(handle):
     with FakeTensorMode():
         x, r, w = tensors(5, 96)
-        out, scales, mirror = torch.ops.arfuse.allreduce_rmsnorm_inplace(handle, x, r, w, 1e-6, "mxfp4", "gemma")
+        out, scales, mirror = ops.allreduce_rmsnorm_inplace(handle, x, r, w, 1e-6, "mxfp4", "gemma")
         assert out.shape == (5, 48) and out.dtype == torch.uint8  # two E2M1 codes per byte
         assert scales.shape == (5, 3) and scales.dtype == torch.uint8
         assert mirror.shape == (0,)
@@ -112,11 +142,11 @@ def test_fake_outputs_of_static_fp8_and_nvfp4(handle):
     with FakeTensorMode():
         x, r, w = tensors(5, 2064)  # 129 NVFP4 scale columns: the swizzled layout pads them to 132
         scale = torch.empty(1, dtype=torch.float32, device="cuda")
-        out, res, scales, mirror = torch.ops.arfuse.allreduce_rmsnorm(handle, x, r, w, 1e-6, "fp8_static_mirror",
+        out, res, scales, mirror = ops.allreduce_rmsnorm(handle, x, r, w, 1e-6, "fp8_static_mirror",
                                                                       "rms", scale=scale, pad_to_multiple=128)
         assert out.shape == (5, 2176) and out.dtype == torch.float8_e4m3fn and scales.shape == (0,)
         assert mirror.shape == (5, 2064)
-        out, scales, mirror = torch.ops.arfuse.allreduce_rmsnorm_inplace(handle, x, r, w, 1e-6, "nvfp4", "gemma",
+        out, scales, mirror = ops.allreduce_rmsnorm_inplace(handle, x, r, w, 1e-6, "nvfp4", "gemma",
                                                                          scale=scale)
         assert out.shape == (5, 1032) and out.dtype == torch.uint8
         assert scales.shape == (5, 129) and scales.dtype == torch.uint8 and mirror.shape == (0,)
@@ -141,7 +171,7 @@ def test_fake_outputs_of_static_fp8_and_nvfp4(handle):
 
 def bad_calls():
     """(what is wrong, a function of (handle, x, r, w) that makes the call, the words the message must hold)."""
-    op = torch.ops.arfuse.allreduce_rmsnorm
+    op = ops.allreduce_rmsnorm
     return [
         ("weight shape", lambda h, x, r, w: op(h, x, r, w[:32], 1e-6, "none", "rms"), "weight has shape (32,)"),
         ("residual dtype", lambda h, x, r, w: op(h, x, r.half(), w, 1e-6, "none", "rms"), "residual is torch.float16"),
@@ -177,7 +207,7 @@ def bad_calls():
          "must be row_major"),
         ("mxfp4 hidden", lambda h, x, r, w: op(h, x[:, :48].contiguous(), r[:, :48].contiguous(), w[:48], 1e-6, "mxfp4", "rms"),
          "divisible by 32"),
-        ("plain all-reduce", lambda h, x, r, w: torch.ops.arfuse.allreduce(h, x[0]), "2 dimensions or more"),
+        ("plain all-reduce", lambda h, x, r, w: ops.allreduce(h, x[0]), "2 dimensions or more"),
     ]
 
 
@@ -197,21 +227,20 @@ def test_fake_outputs_of_views_keep_the_leading_shape(handle):
         wide = torch.empty(2, 3, 160, dtype=torch.bfloat16, device="cuda")
         x, r = wide[..., :128], wide[..., 16:144]  # rows 160 elements apart
         w = torch.empty(128, dtype=torch.bfloat16, device="cuda")
-        assert aft._row_stride("input", x) == 160 and aft._row_stride("input", x.contiguous()) == 128
-        out, res, scales, mirror = torch.ops.arfuse.allreduce_rmsnorm(handle, x, r, w, 1e-6, "fp8_mirror", "rms")
+        out, res, scales, mirror = ops.allreduce_rmsnorm(handle, x, r, w, 1e-6, "fp8_mirror", "rms")
         assert out.shape == (2, 3, 128) and res.shape == (2, 3, 128) and res.is_contiguous()
         assert scales.shape == (2, 3) and mirror.shape == (2, 3, 128)
-        out, scales, _ = torch.ops.arfuse.allreduce_rmsnorm_inplace(handle, x, r, w, 1e-6, "fp8", "rms", 128, "f32",
+        out, scales, _ = ops.allreduce_rmsnorm_inplace(handle, x, r, w, 1e-6, "fp8", "rms", 128, "f32",
                                                                     "row_major", False, 96)
         assert out.shape == (2, 3, 192) and scales.shape == (2, 3)  # 128 rounded up to a multiple of 96
         out, _, scales, _ = aft.rmsnorm_quant(x, r, w, quant="fp8_group", group_size=64, scale_layout="column_major")
         assert out.shape == (2, 3, 128) and scales.shape == (2, 6)  # column-major: [groups, rows]
-        assert torch.ops.arfuse.allreduce(handle, x).shape == (2, 3, 128)
+        assert ops.allreduce(handle, x).shape == (2, 3, 128)
         q, s = aft.group_quant(x, "mxfp4")
         assert q.shape == (2, 3, 64) and s.shape == (2, 3, 4)
         single = wide[:, :1, :128]  # one row per batch entry: rows 480 apart
-        assert aft._row_stride("input", single) == 480
-        assert aft._row_stride("input", wide[:1, :1, :128]) == 0  # one row: no stride
+        assert ops.allreduce(handle, single).shape == (2, 1, 128)
+        assert ops.allreduce(handle, wide[:1, :1, :128]).shape == (1, 1, 128)  # one row: no stride
 
 
 def test_real_call_on_cpu_tensors_is_refused_before_any_launch():
@@ -223,7 +252,7 @@ def test_real_call_on_cpu_tensors_is_refused_before_any_launch():
 def test_traced_graph_calls_the_ops(handle):
     def layer(x, r, w):
         y = x * 2
-        out, scales, _ = torch.ops.arfuse.allreduce_rmsnorm_inplace(handle, y, r, w, 1e-5, "fp8", "rms")
+        out, scales, _ = ops.allreduce_rmsnorm_inplace(handle, y, r, w, 1e-5, "fp8", "rms")
         return out, scales, r
 
     with FakeTensorMode() as mode:
@@ -291,3 +320,86 @@ def test_bench_help_and_argument_errors():
         assert refused.returncode == 2 and words in refused.stderr, refused.stderr
     unavailable = bench("--shapes", "12x6144")  # no GPU here: a message, not a traceback
     assert unavailable.returncode == 1 and "Traceback" not in unavailable.stderr, unavailable.stderr
+
+
+def meta_tensors(tokens=6, hidden=256, dtype=torch.bfloat16):
+    x = torch.randn(tokens, hidden, dtype=dtype, device="meta")
+    return x, torch.randn(tokens, hidden, dtype=dtype, device="meta"), torch.randn(hidden, dtype=dtype, device="meta")
+
+
+@pytest.mark.parametrize("quant", ["fp8", "fp8_group_mirror", "nvfp4", "none"])
+def test_opcheck_of_every_op_on_its_meta_kernels(handle, quant):
+    """Schema (mutations, aliasing), fake tensors, and AOT dispatch with static and dynamic shapes;
+    the CUDA kernels are opchecked by the GPU tests."""
+    x, r, w = meta_tensors()
+    scale = torch.ones(1, dtype=torch.float32, device="meta") if quant == "nvfp4" else None
+    mode = aft.mode_code(quant, "rms", 64)
+    ops_ = torch.ops.arfuse
+    torch.library.opcheck(ops_.allreduce_rmsnorm.default, (handle, x, r, w, 1e-6, mode, False, 0, scale))
+    torch.library.opcheck(ops_.allreduce_rmsnorm_inplace.default, (handle, x, r, w, 1e-6, mode, False, 0, scale))
+    torch.library.opcheck(ops_.rmsnorm_quant.default, (x, r, w, 1e-6, mode, False, 0, scale))
+    torch.library.opcheck(ops_.allreduce.default, (handle, x))
+    if quant in ("nvfp4",):
+        torch.library.opcheck(ops_.group_quant.default, (x, mode, False, scale))
+
+
+def test_compiled_fullgraph_calls_the_op_with_symbolic_tokens(handle):
+    calls = []
+
+    def layer(x, r, w):
+        out, scales, _ = ops.allreduce_rmsnorm_inplace(handle, x * 2, r, w, 1e-5, "fp8", "rms")
+        return out, scales
+
+    def backend(graph, example_inputs):
+        calls.extend(str(n.target) for n in graph.graph.nodes if n.op == "call_function")
+        return graph
+
+    compiled = torch.compile(layer, fullgraph=True, dynamic=True, backend=backend)
+    for tokens in (3, 9):
+        x, r, w = meta_tensors(tokens, 128)
+        out, scales = compiled(x, r, w)
+        assert out.shape == (tokens, 128) and out.dtype == torch.float8_e4m3fn and scales.shape == (tokens,)
+    assert any("allreduce_rmsnorm_inplace" in c for c in calls), calls
+
+
+def test_the_ops_themselves_raise_value_error_with_the_message(handle):
+    x, r, w = meta_tensors()
+    with pytest.raises(ValueError, match="weight has shape"):
+        torch.ops.arfuse.allreduce_rmsnorm(handle, x, r, w[:8], 1e-6, aft.mode_code("fp8"))
+    with pytest.raises(ValueError, match="mode is 16777216, which no mode makes"):
+        torch.ops.arfuse.rmsnorm_quant(x, r, w, 1e-6, 1 << 24)
+    with pytest.raises(ValueError, match="is closed or was never created"):
+        torch.ops.arfuse.allreduce(handle + 1000, x)
+
+
+def test_mode_codes_name_what_is_wrong():
+    assert aft.mode_code("fp8") == aft.mode_code("fp8", "rms", 128, "f32", "row_major")
+    assert len({aft.mode_code(q) for q in aft.QUANT_MODES}) == len(aft.QUANT_MODES)
+    with pytest.raises(arfuse.Error, match="quant mode 'int4'"):
+        aft.mode_code("int4")
+    with pytest.raises(arfuse.Error, match="group_size is True"):
+        aft.mode_code("fp8_group", group_size=True)
+    with pytest.raises(arfuse.Error, match="norm is 3"):
+        aft.mode_code("fp8", 3)
+
+
+def test_the_compiled_library_is_reused_and_never_loaded_from_a_folder_others_can_write(tmp_path, capsys):
+    from arfuse import torch_ops
+
+    first = torch_ops.build(tmp_path)
+    assert first.startswith(str(tmp_path / "torch-ops")) and os.stat(first).st_mode & 0o077 == 0
+    before = os.stat(first).st_mtime_ns
+    assert torch_ops.build(tmp_path) == first and os.stat(first).st_mtime_ns == before  # no second compile
+    os.chmod(os.path.dirname(first), 0o777)
+    elsewhere = torch_ops.build(tmp_path, quiet=True)
+    assert elsewhere != first and not elsewhere.startswith(str(tmp_path)), elsewhere
+    assert "writable by another user" in capsys.readouterr().err
+    shutil.rmtree(os.path.dirname(elsewhere))
+
+
+def test_a_missing_compiler_is_unavailable_with_what_to_do(tmp_path, monkeypatch):
+    from arfuse import torch_ops
+
+    monkeypatch.setenv("CXX", "no-such-compiler-here")
+    with pytest.raises(arfuse.Unavailable, match="set CXX"):
+        torch_ops.build(tmp_path)

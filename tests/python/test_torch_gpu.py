@@ -297,10 +297,13 @@ def opcheck(dist, aft, comm, rank, world, seed):
     x, residual, weight = xs[rank].cuda(), residual.cuda(), weight.cuda()
     ops = torch.ops.arfuse
     for quant in QUANTS:
-        torch.library.opcheck(ops.allreduce_rmsnorm.default, (comm.handle, x, residual, weight, 1e-6, quant, "rms"))
+        mode = aft.mode_code(quant, "rms")
+        torch.library.opcheck(ops.allreduce_rmsnorm.default, (comm.handle, x, residual, weight, 1e-6, mode))
         torch.library.opcheck(ops.allreduce_rmsnorm_inplace.default,
-                              (comm.handle, x, residual.clone(), weight, 1e-6, quant, "rms"))
-        torch.library.opcheck(ops.rmsnorm_quant.default, (x, residual, weight, 1e-6, quant, "rms"))
+                              (comm.handle, x, residual.clone(), weight, 1e-6, mode))
+        torch.library.opcheck(ops.rmsnorm_quant.default, (x, residual, weight, 1e-6, mode))
+    scale = torch.full((1,), 2.5, dtype=torch.float32, device="cuda")
+    torch.library.opcheck(ops.group_quant.default, (x, aft.mode_code("nvfp4"), False, scale))
     torch.library.opcheck(ops.allreduce.default, (comm.handle, x))
     torch.cuda.synchronize()
     comm.check()

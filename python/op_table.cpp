@@ -1,0 +1,166 @@
+// The communicator handles and the table of calls arfuse's PyTorch ops make
+// (arfuse/torch_ops/op_table.hpp). A handle names one local rank of a group; the ops pass it as
+// an int because a torch op's arguments are tensors and scalars.
+#include "arfuse/torch_ops/op_table.hpp"
+
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <typeinfo>
+#include <utility>
+
+#include "arfuse/error.hpp"
+
+#include "group_binding.hpp"
+
+namespace arfuse::python {
+namespace {
+
+using torch_ops::CommunicatorInfo;
+using torch_ops::Fp8Dtype;
+
+struct HandleEntry {
+  const void* owner;  // the group binding that registered it (null: tracing only)
+  Rank* rank;
+  CommunicatorInfo info;
+};
+
+std::mutex registry_mutex;
+std::map<std::int64_t, HandleEntry> registry;
+std::int64_t next_handle = 1;
+
+// The last failure of an entry on this thread: its message for the torch extension, the
+// exception itself for the Python API (rethrow_op_failure).
+thread_local std::exception_ptr last_failure;
+thread_local std::string last_message;
+thread_local torch_ops::Failure failure;
+
+// Only these two name an argument; the other arfuse errors (no device, a failed compile or
+// launch, a peer) are about the machine.
+bool is_bad_argument(const std::exception& e) { return typeid(e) == typeid(Error) || typeid(e) == typeid(ConfigError); }
+
+template <typename Body>
+const torch_ops::Failure* guarded(Body&& body) {
+  try {
+    body();
+    return nullptr;
+  } catch (const std::exception& e) {
+    last_failure = std::current_exception();
+    last_message = e.what();
+    failure = torch_ops::Failure{last_message.c_str(), is_bad_argument(e)};
+    return &failure;
+  }
+}
+
+HandleEntry lookup(std::int64_t handle) {
+  std::lock_guard lock(registry_mutex);
+  const auto found = registry.find(handle);
+  if (found == registry.end())
+    throw Error("communicator " + std::to_string(handle) + " is closed or was never created");
+  return found->second;
+}
+
+Rank& rank_of(std::int64_t handle) {
+  const HandleEntry entry = lookup(handle);
+  if (entry.rank == nullptr)
+    throw Error("communicator " + std::to_string(handle) + " was registered for tracing only; it cannot run");
+  return *entry.rank;
+}
+
+Fp8Dtype fp8_of(const Device& device) {
+  return device.target().fp8_format() == Fp8Format::e4m3fnuz ? Fp8Dtype::e4m3fnuz : Fp8Dtype::e4m3fn;
+}
+
+const torch_ops::OpTable table = {
+    torch_ops::kOpTableVersion,
+    sizeof(torch_ops::OpTable),
+    [](std::int64_t handle, CommunicatorInfo* info) { return guarded([&] { *info = lookup(handle).info; }); },
+    [](std::int64_t handle, const AllreduceRmsnormArgs* args, void* stream) {
+      return guarded([&] {
+        Rank& rank = rank_of(handle);
+        rank.allreduce_rmsnorm(*args, Stream(rank.device(), static_cast<NativeStream>(stream)));
+      });
+    },
+    [](std::int64_t handle, const AllreduceArgs* args, void* stream) {
+      return guarded([&] {
+        Rank& rank = rank_of(handle);
+        rank.allreduce(*args, Stream(rank.device(), static_cast<NativeStream>(stream)));
+      });
+    },
+    [](int device, const RmsnormQuantArgs* args, void* stream) {
+      return guarded([&] {
+        Context& ctx = context_for(device);
+        rmsnorm_quant(ctx, *args, Stream(ctx.device(), static_cast<NativeStream>(stream)));
+      });
+    },
+    [](int device, const GroupQuantArgs* args, void* stream) {
+      return guarded([&] {
+        Context& ctx = context_for(device);
+        group_quant(ctx, *args, Stream(ctx.device(), static_cast<NativeStream>(stream)));
+      });
+    },
+    [](const EpilogueMode* mode, int hidden) { return guarded([&] { mode->validate(hidden); }); },
+    [](int device, Fp8Dtype* dtype) {
+      return guarded([&] {
+        if (device >= 0) {
+          *dtype = fp8_of(context_for(device).device());
+          return;
+        }
+        try {
+          *dtype = fp8_of(context_for(0).device());
+        } catch (const Unavailable&) {
+          *dtype = Fp8Dtype::e4m3fn;  // tracing on a machine without a driver
+        }
+      });
+    },
+    [](Quant quant) { return to_string(quant); },
+};
+
+}  // namespace
+
+std::int64_t register_handle(const void* owner, Rank* rank, int device, torch_ops::Fp8Dtype fp8) {
+  std::lock_guard lock(registry_mutex);
+  const std::int64_t handle = next_handle++;
+  registry[handle] = HandleEntry{owner, rank, CommunicatorInfo{device, fp8}};
+  return handle;
+}
+
+void release_handles(const void* owner) {
+  std::lock_guard lock(registry_mutex);
+  for (auto it = registry.begin(); it != registry.end();) it = it->second.owner == owner ? registry.erase(it) : ++it;
+}
+
+bool release_handle(std::int64_t handle) {
+  std::lock_guard lock(registry_mutex);
+  return registry.erase(handle) != 0;
+}
+
+bool handle_open(std::int64_t handle) {
+  std::lock_guard lock(registry_mutex);
+  return registry.count(handle) != 0;
+}
+
+Fp8Dtype fp8_dtype_of(const Device& device) { return fp8_of(device); }
+
+Context& context_for(int device) {
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<Context>> contexts;
+  std::lock_guard lock(mutex);
+  auto& slot = contexts[device];
+  if (!slot) slot = std::make_unique<Context>(ContextOptions{device, {}});
+  return *slot;
+}
+
+const torch_ops::OpTable& op_table() { return table; }
+
+void rethrow_op_failure(const std::string& message) {
+  if (!last_failure || message.find(last_message) == std::string::npos) return;
+  std::exception_ptr failure = std::exchange(last_failure, nullptr);
+  last_message.clear();
+  std::rethrow_exception(failure);
+}
+
+}  // namespace arfuse::python
