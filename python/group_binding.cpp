@@ -1,7 +1,7 @@
-// arfuse._arfuse.Group and rmsnorm_quant: the runtime calls python/arfuse/torch.py builds its
-// ops on. Tensors cross as device addresses (int) and streams as native handles (int: torch's
-// Stream.cuda_stream), so this file needs no torch headers and the wheel no torch at build time.
-// Arguments are checked twice: in Python (messages naming the tensor) and by the runtime here.
+// arfuse._arfuse.Group: the groups arfuse.torch's Communicator holds (made through torch's
+// process group or as virtual ranks), their handles for the torch ops (op_table.cpp), and the
+// Group's call with device addresses (int) and native streams (int), which python -m
+// arfuse.bench times beside the ops. No torch headers here: the wheel builds without torch.
 #include "group_binding.hpp"
 
 #include <nanobind/stl/optional.h>

@@ -125,10 +125,20 @@ def build(cache_dir=None, quiet=False):
     cxx = _compiler()
     folder, temporary = _folder(cache_dir, _key(torch, cxx))
     library = os.path.join(folder, _LIBRARY_NAME)
-    with open(os.path.join(folder, ".lock"), "a") as lock:
+    if os.path.isfile(library) and _private(library):
+        return library  # also from a read-only cache folder
+    try:
+        lock = open(os.path.join(folder, ".lock"), "a")
+    except OSError as e:
+        print(f"arfuse: cannot write {folder} ({e.strerror}); compiling the torch ops into a temporary folder",
+              file=sys.stderr)
+        folder, temporary = tempfile.mkdtemp(prefix="arfuse-torch-ops-"), True
+        library = os.path.join(folder, _LIBRARY_NAME)
+        lock = open(os.path.join(folder, ".lock"), "a")
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.isfile(library) and _private(library):
-            return library
+            return library  # another process compiled it while this one waited
         if not quiet:
             print(f"arfuse: compiling the PyTorch ops for torch {torch.__version__} into {folder} (once per torch "
                   f"version; seconds)", file=sys.stderr, flush=True)
