@@ -104,7 +104,8 @@ class Ranks:
         """out, scales, mirror, residual_out for the binding: shaped as the op makes them."""
         with torch.cuda.stream(self.streams[0]):
             out, scales, mirror = self.op(0, single=True)
-        return [torch.empty_like(t) for t in (out, scales, mirror, self.x[0])]
+        device = self.x[0].device
+        return [torch.empty(t.shape, dtype=t.dtype, device=device) for t in (out, scales, mirror, self.x[0])]
 
     def method(self, r):
         return self.comms[r].allreduce_rmsnorm_(self.x[r], self.residual[r], self.weight, 1e-6, self.quant,

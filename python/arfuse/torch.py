@@ -14,17 +14,17 @@ The ops (``torch.ops.arfuse.*``) are registered in C++ (arfuse.torch_ops compile
 this torch on first import), run on torch's current stream, have Meta kernels for
 ``torch.compile(fullgraph=True)``, and can be captured into CUDA graphs once they ran eagerly::
 
-    allreduce_rmsnorm(comm, input, residual, weight, eps, mode, pdl=False, pad_to_multiple=0, scale=None)
+    allreduce_rmsnorm(comm, input, residual, weight, eps, epilogue_mode, pdl=False, pad_to_multiple=0, scale=None)
         -> (out, residual_out, scales, mirror)
-    allreduce_rmsnorm_inplace(comm, input, residual!, weight, eps, mode, ...)
+    allreduce_rmsnorm_inplace(comm, input, residual!, weight, eps, epilogue_mode, ...)
         -> (out, scales, mirror)                 # residual_out written over residual
     allreduce(comm, input, pdl=False) -> out
-    rmsnorm_quant(input, residual, weight, eps, mode, pdl=False, pad_to_multiple=0, scale=None)
+    rmsnorm_quant(input, residual, weight, eps, epilogue_mode, pdl=False, pad_to_multiple=0, scale=None)
         -> (out, residual_out, scales, mirror)   # the epilogue alone, for a sum made elsewhere
-    group_quant(input, mode, pdl=False, scale=None)
+    group_quant(input, epilogue_mode, pdl=False, scale=None)
         -> (out, scales)                         # fp8_group, mxfp4, fp8_static, nvfp4 of y
 
-``mode`` is ``mode_code(quant, norm, group_size, scale_format, scale_layout)``, one int. The
+``epilogue_mode`` is ``mode_code(quant, norm, group_size, scale_format, scale_layout)``, one int. The
 Communicator methods and rmsnorm_quant/group_quant here take the names and raise arfuse's
 exceptions; the ops themselves raise ValueError for a refused argument and RuntimeError for the
 rest, with the same messages.

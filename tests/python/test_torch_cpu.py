@@ -360,13 +360,19 @@ def test_compiled_fullgraph_calls_the_op_with_symbolic_tokens(handle):
         out, scales = compiled(x, r, w)
         assert out.shape == (tokens, 128) and out.dtype == torch.float8_e4m3fn and scales.shape == (tokens,)
     assert any("allreduce_rmsnorm_inplace" in c for c in calls), calls
+    # AOT autograd functionalizes the in-place op (auto_functionalized): its arguments must not
+    # collide with that wrapper's own.
+    functionalized = torch.compile(layer, fullgraph=True, dynamic=True, backend="aot_eager")
+    x, r, w = meta_tensors(5, 128)
+    out, scales = functionalized(x, r, w)
+    assert out.shape == (5, 128) and scales.shape == (5,)
 
 
 def test_the_ops_themselves_raise_value_error_with_the_message(handle):
     x, r, w = meta_tensors()
     with pytest.raises(ValueError, match="weight has shape"):
         torch.ops.arfuse.allreduce_rmsnorm(handle, x, r, w[:8], 1e-6, aft.mode_code("fp8"))
-    with pytest.raises(ValueError, match="mode is 16777216, which no mode makes"):
+    with pytest.raises(ValueError, match="epilogue_mode is 16777216, which no mode makes"):
         torch.ops.arfuse.rmsnorm_quant(x, r, w, 1e-6, 1 << 24)
     with pytest.raises(ValueError, match="is closed or was never created"):
         torch.ops.arfuse.allreduce(handle + 1000, x)

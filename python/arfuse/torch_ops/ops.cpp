@@ -154,7 +154,7 @@ SymInt check_input(const at::Tensor& input) {
 EpilogueMode decode_mode(int64_t code, int hidden) {
   EpilogueMode mode;
   if (!arfuse::torch_ops::mode_from_code(code, &mode))
-    bad_argument("mode is ", code, ", which no mode makes; pass arfuse.torch.mode_code(quant, norm, ...)");
+    bad_argument("epilogue_mode is ", code, ", which no mode makes; pass arfuse.torch.mode_code(quant, norm, ...)");
   raise_if(calls().validate_mode(&mode, hidden));
   return mode;
 }
@@ -477,18 +477,19 @@ extern "C" __attribute__((visibility("default"))) bool arfuse_torch_ops_bind(con
 
 TORCH_LIBRARY(arfuse, m) {
   m.def(
-      "allreduce_rmsnorm(int comm, Tensor input, Tensor residual, Tensor weight, float eps, int mode, "
+      "allreduce_rmsnorm(int comm, Tensor input, Tensor residual, Tensor weight, float eps, int epilogue_mode, "
       "bool pdl=False, int pad_to_multiple=0, Tensor? scale=None) -> (Tensor, Tensor, Tensor, Tensor)");
   m.def(
-      "allreduce_rmsnorm_inplace(int comm, Tensor input, Tensor(a!) residual, Tensor weight, float eps, int mode, "
+      "allreduce_rmsnorm_inplace(int comm, Tensor input, Tensor(a!) residual, Tensor weight, float eps, int "
+      "epilogue_mode, "
       "bool pdl=False, int pad_to_multiple=0, Tensor? scale=None) -> (Tensor, Tensor, Tensor)");
   m.def("allreduce(int comm, Tensor input, bool pdl=False) -> Tensor");
   m.def(
-      "rmsnorm_quant(Tensor input, Tensor residual, Tensor weight, float eps, int mode, bool pdl=False, "
+      "rmsnorm_quant(Tensor input, Tensor residual, Tensor weight, float eps, int epilogue_mode, bool pdl=False, "
       "int pad_to_multiple=0, Tensor? scale=None) -> (Tensor, Tensor, Tensor, Tensor)");
-  m.def("group_quant(Tensor input, int mode, bool pdl=False, Tensor? scale=None) -> (Tensor, Tensor)");
+  m.def("group_quant(Tensor input, int epilogue_mode, bool pdl=False, Tensor? scale=None) -> (Tensor, Tensor)");
   m.def(
-      "dispatch_only(int comm, Tensor input, Tensor(a!) residual, Tensor weight, float eps, int mode, "
+      "dispatch_only(int comm, Tensor input, Tensor(a!) residual, Tensor weight, float eps, int epilogue_mode, "
       "bool pdl=False, int pad_to_multiple=0, Tensor? scale=None) -> ()");
 }
 
