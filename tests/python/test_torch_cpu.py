@@ -1,7 +1,8 @@
 """arfuse.torch without a GPU: the ops' schemas, their fake implementations (the shapes and
 dtypes torch.compile traces with), argument checks with messages naming the argument, and
-tracing into a graph. Skipped where torch is not installed (CI installs arfuse without torch);
-the GPU half is test_torch_gpu.py."""
+tracing into a graph, torch.compile and opcheck on the Meta kernels, the ops' compile cache.
+Skipped where torch is not installed (CI runs it after installing torch); the GPU half is
+test_torch_gpu.py."""
 
 import os
 import shutil
