@@ -88,16 +88,18 @@ def _private(path):
 
 
 def _folder(cache_dir, key):
-    """The folder the library of `key` lives in, made private to this user; a folder that is not
-    (another user's, group- or world-writable, a link) yields a fresh temporary one."""
-    root = os.path.join(cache_dir or default_cache_dir(), "torch-ops")
+    """The folder the library of `key` lives in, made private to this user; when it, torch-ops/ or
+    the cache folder is not (another user's, group- or world-writable, a link), a fresh temporary
+    one."""
+    cache = os.path.abspath(cache_dir or default_cache_dir())
+    root = os.path.join(cache, "torch-ops")
     folder = os.path.join(root, key)
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        if _private(root) and _private(folder):
+        if _private(cache) and _private(root) and _private(folder):
             return folder, False
-        print(f"arfuse: {folder} (or its parent) is writable by another user or is a link; compiling the torch ops "
-              f"into a private temporary folder instead", file=sys.stderr)
+        print(f"arfuse: {folder} (or a folder above it, up to the cache folder) is writable by another user or is a "
+              f"link; compiling the torch ops into a private temporary folder instead", file=sys.stderr)
     except OSError as e:
         print(f"arfuse: cannot use {folder} ({e.strerror}); compiling the torch ops into a temporary folder",
               file=sys.stderr)
