@@ -254,7 +254,7 @@ void bind_group_class(nb::module_& m) {
       .def("register_handle",
            [](PyGroup& g, int local) {
              Rank& rank = g.rank(local);
-             return register_handle(&g, &rank, rank.device().ordinal(), fp8_dtype_of(rank.device()));
+             return register_handle(&g, &rank, fp8_dtype_of(rank.device()));
            })
       .def("input_buffer",
            [](PyGroup& g, int local) { return reinterpret_cast<std::uintptr_t>(g.rank(local).input_buffer()); })
@@ -343,7 +343,7 @@ void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatc
       "register_tracing_handle",
       [](const std::string& fp8) {
         if (fp8 != "e4m3fn" && fp8 != "e4m3fnuz") throw Error("fp8 is " + fp8 + "; it must be e4m3fn or e4m3fnuz");
-        return register_handle(nullptr, nullptr, -1,
+        return register_handle(nullptr, nullptr,
                                fp8 == "e4m3fnuz" ? torch_ops::Fp8Dtype::e4m3fnuz : torch_ops::Fp8Dtype::e4m3fn);
       },
       nb::arg("fp8"),

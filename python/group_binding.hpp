@@ -23,7 +23,7 @@ torch_ops::Fp8Dtype fp8_dtype_of(const Device& device);
 
 // Communicator handles: `owner` is the group binding that releases them when it closes (null
 // for a handle registered for tracing only, whose rank is null).
-std::int64_t register_handle(const void* owner, Rank* rank, int device, torch_ops::Fp8Dtype fp8);
+std::int64_t register_handle(const void* owner, Rank* rank, torch_ops::Fp8Dtype fp8);
 void release_handles(const void* owner);
 bool release_handle(std::int64_t handle);
 bool handle_open(std::int64_t handle);

@@ -24,7 +24,6 @@ using torch_ops::Fp8Dtype;
 
 struct HandleEntry {
   const void* owner;  // the group binding that registered it (null: tracing only)
-  Rank* rank;
   CommunicatorInfo info;
 };
 
@@ -63,30 +62,25 @@ HandleEntry lookup(std::int64_t handle) {
   return found->second;
 }
 
-Rank& rank_of(std::int64_t handle) {
-  const HandleEntry entry = lookup(handle);
-  if (entry.rank == nullptr)
-    throw Error("communicator " + std::to_string(handle) + " was registered for tracing only; it cannot run");
-  return *entry.rank;
-}
-
-Fp8Dtype fp8_of(const Device& device) {
-  return device.target().fp8_format() == Fp8Format::e4m3fnuz ? Fp8Dtype::e4m3fnuz : Fp8Dtype::e4m3fn;
+Rank& rank_of(const CommunicatorInfo& comm) {
+  if (comm.rank == nullptr)
+    throw Error("communicator " + std::to_string(comm.handle) + " was registered for tracing only; it cannot run");
+  return *comm.rank;
 }
 
 const torch_ops::OpTable table = {
     torch_ops::kOpTableVersion,
     sizeof(torch_ops::OpTable),
     [](std::int64_t handle, CommunicatorInfo* info) { return guarded([&] { *info = lookup(handle).info; }); },
-    [](std::int64_t handle, const AllreduceRmsnormArgs* args, void* stream) {
+    [](const CommunicatorInfo* comm, const AllreduceRmsnormArgs* args, void* stream) {
       return guarded([&] {
-        Rank& rank = rank_of(handle);
+        Rank& rank = rank_of(*comm);
         rank.allreduce_rmsnorm(*args, Stream(rank.device(), static_cast<NativeStream>(stream)));
       });
     },
-    [](std::int64_t handle, const AllreduceArgs* args, void* stream) {
+    [](const CommunicatorInfo* comm, const AllreduceArgs* args, void* stream) {
       return guarded([&] {
-        Rank& rank = rank_of(handle);
+        Rank& rank = rank_of(*comm);
         rank.allreduce(*args, Stream(rank.device(), static_cast<NativeStream>(stream)));
       });
     },
@@ -106,11 +100,11 @@ const torch_ops::OpTable table = {
     [](int device, Fp8Dtype* dtype) {
       return guarded([&] {
         if (device >= 0) {
-          *dtype = fp8_of(context_for(device).device());
+          *dtype = fp8_dtype_of(context_for(device).device());
           return;
         }
         try {
-          *dtype = fp8_of(context_for(0).device());
+          *dtype = fp8_dtype_of(context_for(0).device());
         } catch (const Unavailable&) {
           *dtype = Fp8Dtype::e4m3fn;  // tracing on a machine without a driver
         }
@@ -121,10 +115,10 @@ const torch_ops::OpTable table = {
 
 }  // namespace
 
-std::int64_t register_handle(const void* owner, Rank* rank, int device, torch_ops::Fp8Dtype fp8) {
+std::int64_t register_handle(const void* owner, Rank* rank, torch_ops::Fp8Dtype fp8) {
   std::lock_guard lock(registry_mutex);
   const std::int64_t handle = next_handle++;
-  registry[handle] = HandleEntry{owner, rank, CommunicatorInfo{device, fp8}};
+  registry[handle] = HandleEntry{owner, CommunicatorInfo{handle, rank, fp8}};
   return handle;
 }
 
@@ -143,7 +137,9 @@ bool handle_open(std::int64_t handle) {
   return registry.count(handle) != 0;
 }
 
-Fp8Dtype fp8_dtype_of(const Device& device) { return fp8_of(device); }
+Fp8Dtype fp8_dtype_of(const Device& device) {
+  return device.target().fp8_format() == Fp8Format::e4m3fnuz ? Fp8Dtype::e4m3fnuz : Fp8Dtype::e4m3fn;
+}
 
 Context& context_for(int device) {
   static std::mutex mutex;

@@ -101,9 +101,12 @@ class Ranks:
                 del held
 
     def outputs(self):
-        """out, scales, mirror, residual_out for the binding: shaped as the op makes them."""
-        with torch.cuda.stream(self.streams[0]):
-            out, scales, mirror = self.op(0, single=True)
+        """out, scales, mirror, residual_out for the binding, shaped as the op makes them (its Meta
+        kernel says how, without a launch)."""
+        meta = [t.to("meta") for t in (self.x[0], self.residual[0], self.weight)]
+        scale = None if self.scale is None else self.scale.to("meta")
+        out, scales, mirror = torch.ops.arfuse.allreduce_rmsnorm_inplace.default(self.comms[0].handle, *meta, 1e-6,
+                                                                                 self.mode, False, 0, scale)
         device = self.x[0].device
         return [torch.empty(t.shape, dtype=t.dtype, device=device) for t in (out, scales, mirror, self.x[0])]
 
@@ -111,12 +114,7 @@ class Ranks:
         return self.comms[r].allreduce_rmsnorm_(self.x[r], self.residual[r], self.weight, 1e-6, self.quant,
                                                 scale=self.scale)
 
-    def op(self, r, single=False):
-        if single:  # fakes the op's outputs without a launch: the Meta kernel
-            meta = [t.to("meta") for t in (self.x[r], self.residual[r], self.weight)]
-            scale = None if self.scale is None else self.scale.to("meta")
-            return torch.ops.arfuse.allreduce_rmsnorm_inplace.default(self.comms[r].handle, *meta, 1e-6, self.mode,
-                                                                       False, 0, scale)
+    def op(self, r):
         return torch.ops.arfuse.allreduce_rmsnorm_inplace.default(self.comms[r].handle, self.x[r], self.residual[r],
                                                                    self.weight, 1e-6, self.mode, False, 0, self.scale)
 

@@ -90,14 +90,15 @@ _mode_codes = {}
 
 
 def mode_code(quant="none", norm="rms", group_size=128, scale_format="f32", scale_layout="row_major"):
-    """The int the ops take as ``mode``: quant, norm, and for the fp8_group modes the group size
-    and scale format, for the fp8_group and nvfp4 modes the scale layout. Names are checked here
-    (Error naming the value); the hidden-size rules when the op runs."""
+    """The int the ops take as ``epilogue_mode``: quant, norm, and for the fp8_group modes the
+    group size and scale format, for the fp8_group and nvfp4 modes the scale layout. Names are
+    checked here (Error naming the value); the hidden-size rules when the op runs."""
+    # Before the cache: True and 128.0 hash like 1 and 128.
+    if type(group_size) is not int or not -2**31 <= group_size < 2**31:
+        raise Error(f"group_size is {group_size!r}; it must be an int (32, 64 or 128 for the fp8_group modes)")
     key = (quant, norm, group_size, scale_format, scale_layout)
     code = _mode_codes.get(key)
     if code is None:
-        if not isinstance(group_size, int) or isinstance(group_size, bool) or not -2**31 <= group_size < 2**31:
-            raise Error(f"group_size is {group_size!r}; it must be an int (32, 64 or 128 for the fp8_group modes)")
         for name, value in (("quant", quant), ("norm", norm), ("scale_format", scale_format),
                             ("scale_layout", scale_layout)):
             if not isinstance(value, str):
@@ -115,21 +116,23 @@ def _raise_arfuse_error(error):
     raise error
 
 
+def _call(op, *args):
+    """op(*args), its failure raised in arfuse's terms."""
+    try:
+        return op(*args)
+    except (ValueError, RuntimeError) as e:
+        _raise_arfuse_error(e)
+
+
 def _fused(handle, input, residual, weight, eps, quant, norm, group_size, scale_format, scale_layout, pdl,
            pad_to_multiple, scale, in_place):
     mode = mode_code(quant, norm, group_size, scale_format, scale_layout)
     op = _ALLREDUCE_RMSNORM_INPLACE if in_place else _ALLREDUCE_RMSNORM
-    try:
-        return op(handle, input, residual, weight, eps, mode, pdl, pad_to_multiple, scale)
-    except (ValueError, RuntimeError) as e:
-        _raise_arfuse_error(e)
+    return _call(op, handle, input, residual, weight, eps, mode, pdl, pad_to_multiple, scale)
 
 
 def _allreduce(handle, input, pdl):
-    try:
-        return _ALLREDUCE(handle, input, pdl)
-    except (ValueError, RuntimeError) as e:
-        _raise_arfuse_error(e)
+    return _call(_ALLREDUCE, handle, input, pdl)
 
 
 def group_quant(input, quant="fp8_group", group_size=128, scale_format="f32", scale_layout="row_major", pdl=False,
@@ -137,11 +140,7 @@ def group_quant(input, quant="fp8_group", group_size=128, scale_format="f32", sc
     """Per-token-group FP8, MXFP4, static FP8 or NVFP4 of a tensor that already is y:
     ``(out, scales)``, shaped as the epilogue ops shape them (scale: as allreduce_rmsnorm's). For
     the _mirror output of an epilogue op it gives that op's bytes and scales."""
-    mode = mode_code(quant, "rms", group_size, scale_format, scale_layout)
-    try:
-        return _GROUP_QUANT(input, mode, pdl, scale)
-    except (ValueError, RuntimeError) as e:
-        _raise_arfuse_error(e)
+    return _call(_GROUP_QUANT, input, mode_code(quant, "rms", group_size, scale_format, scale_layout), pdl, scale)
 
 
 def rmsnorm_quant(input, residual, weight, eps=1e-6, quant="none", norm="rms", group_size=128, scale_format="f32",
@@ -150,10 +149,7 @@ def rmsnorm_quant(input, residual, weight, eps=1e-6, quant="none", norm="rms", g
     static, MXFP4 or NVFP4) on a tensor that was all-reduced elsewhere:
     ``(out, residual_out, scales, mirror)``."""
     mode = mode_code(quant, norm, group_size, scale_format, scale_layout)
-    try:
-        return _RMSNORM_QUANT(input, residual, weight, eps, mode, pdl, pad_to_multiple, scale)
-    except (ValueError, RuntimeError) as e:
-        _raise_arfuse_error(e)
+    return _call(_RMSNORM_QUANT, input, residual, weight, eps, mode, pdl, pad_to_multiple, scale)
 
 
 class _DeviceMemory:

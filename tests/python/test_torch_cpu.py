@@ -386,6 +386,11 @@ def test_mode_codes_name_what_is_wrong():
         aft.mode_code("int4")
     with pytest.raises(arfuse.Error, match="group_size is True"):
         aft.mode_code("fp8_group", group_size=True)
+    aft.mode_code("fp8", group_size=1)  # cached; True and 1.0 hash alike and must still be refused
+    with pytest.raises(arfuse.Error, match="group_size is True"):
+        aft.mode_code("fp8", group_size=True)
+    with pytest.raises(arfuse.Error, match="group_size is 1.0"):
+        aft.mode_code("fp8", group_size=1.0)
     with pytest.raises(arfuse.Error, match="norm is 3"):
         aft.mode_code("fp8", 3)
 

@@ -13,14 +13,16 @@
 
 namespace arfuse::torch_ops {
 
-inline constexpr std::uint32_t kOpTableVersion = 1;
+inline constexpr std::uint32_t kOpTableVersion = 2;
 
 // The FP8 formats a kernel writes, as the ops pass them.
 enum class Fp8Dtype : int { e4m3fn = 0, e4m3fnuz = 1 };
 
-// What the ops need to know of a communicator handle.
+// What the ops need to know of a communicator handle: looked up once per call, then passed to
+// the call entry.
 struct CommunicatorInfo {
-  int device = -1;  // the rank's GPU ordinal; -1 for a handle registered for tracing only
+  std::int64_t handle = 0;
+  Rank* rank = nullptr;  // null for a handle registered for tracing only
   Fp8Dtype fp8 = Fp8Dtype::e4m3fn;
 };
 
@@ -36,8 +38,8 @@ struct OpTable {
   std::uint32_t version;
   std::uint32_t size;
   const Failure* (*communicator)(std::int64_t handle, CommunicatorInfo* info);
-  const Failure* (*allreduce_rmsnorm)(std::int64_t handle, const AllreduceRmsnormArgs* args, void* stream);
-  const Failure* (*allreduce)(std::int64_t handle, const AllreduceArgs* args, void* stream);
+  const Failure* (*allreduce_rmsnorm)(const CommunicatorInfo* comm, const AllreduceRmsnormArgs* args, void* stream);
+  const Failure* (*allreduce)(const CommunicatorInfo* comm, const AllreduceArgs* args, void* stream);
   const Failure* (*rmsnorm_quant)(int device, const RmsnormQuantArgs* args, void* stream);
   const Failure* (*group_quant)(int device, const GroupQuantArgs* args, void* stream);
   // EpilogueMode::validate, before any output is allocated.

@@ -183,7 +183,6 @@ std::string float_text(double value) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
   char text[32];
-  std::snprintf(text, sizeof text, "%.17g", value);
   for (int digits = 1; digits <= 17; ++digits) {  // the shortest text that reads back the same value
     std::snprintf(text, sizeof text, "%.*g", digits, value);
     if (std::strtod(text, nullptr) == value) break;
@@ -364,7 +363,7 @@ Outputs4 allreduce_rmsnorm(int64_t comm, const at::Tensor& input, const at::Tens
   at::Tensor residual_out = at::empty_symint(residual.sym_sizes(), residual.options());
   if constexpr (kRun) {
     const auto args = epilogue_args(input, residual, residual_out, weight, eps, e, o, 0, pdl);
-    raise_if(calls().allreduce_rmsnorm(comm, &args, current_stream(input.device())));
+    raise_if(calls().allreduce_rmsnorm(&info, &args, current_stream(input.device())));
   }
   return {o.out, residual_out, o.scales, o.mirror};
 }
@@ -380,7 +379,7 @@ Outputs3 allreduce_rmsnorm_inplace(int64_t comm, const at::Tensor& input, at::Te
   Outputs o = epilogue_outputs(input, e.mode, fp8_scalar_type(info.fp8), e.width);
   if constexpr (kRun) {
     const auto args = epilogue_args(input, residual, residual, weight, eps, e, o, e.residual_stride.expect_int(), pdl);
-    raise_if(calls().allreduce_rmsnorm(comm, &args, current_stream(input.device())));
+    raise_if(calls().allreduce_rmsnorm(&info, &args, current_stream(input.device())));
   }
   return {o.out, o.scales, o.mirror};
 }
@@ -388,7 +387,7 @@ Outputs3 allreduce_rmsnorm_inplace(int64_t comm, const at::Tensor& input, at::Te
 template <bool kRun>
 at::Tensor allreduce(int64_t comm, const at::Tensor& input, bool pdl) {
   const SymInt stride = check_input(input);
-  communicator(comm);
+  const auto info = communicator(comm);
   c10::OptionalDeviceGuard guard;
   if constexpr (kRun) guard.reset_device(input.device());
   at::Tensor out = at::empty_symint(input.sym_sizes(), input.options());
@@ -401,7 +400,7 @@ at::Tensor allreduce(int64_t comm, const at::Tensor& input, bool pdl) {
     a.hidden = int(input.size(-1));
     a.dtype = arfuse_dtype("input's dtype", input.scalar_type());
     a.pdl = pdl;
-    raise_if(calls().allreduce(comm, &a, current_stream(input.device())));
+    raise_if(calls().allreduce(&info, &a, current_stream(input.device())));
   }
   return out;
 }
