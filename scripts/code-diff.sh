@@ -29,7 +29,7 @@ work=$(mktemp -d /tmp/arfuse-code-diff.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 templates_of() {  # REV FOLDER: REV's arfuse/templates in FOLDER
   git rev-parse --verify --quiet "$1^{commit}" >/dev/null || { echo "code-diff.sh: '$1' is not a revision" >&2; return 2; }
-  mkdir -p "$2" && git archive "$1" arfuse/templates | tar -x -C "$2" --strip-components=2
+  mkdir -p "$2" && git -c tar.umask=0022 archive "$1" arfuse/templates | tar -x -C "$2" --strip-components=2
 }
 templates_of "${revs[0]}" "$work/old" || exit 2
 new_templates=$PWD/arfuse/templates new_name="the working tree"

@@ -1,6 +1,12 @@
 #include "arfuse/base/bounded_json.hpp"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <fmt/format.h>
+
+#include <cstring>
+
+#include "arfuse/base/trusted_folder.hpp"
 
 namespace arfuse {
 namespace {
@@ -67,6 +73,20 @@ bool parse_msgpack(const std::vector<std::uint8_t>& bytes, nlohmann::json& out, 
   return build(out, why, [&](DepthLimitedBuilder& b) {
     return nlohmann::json::sax_parse(bytes.begin(), bytes.end(), &b, nlohmann::json::input_format_t::msgpack, true);
   });
+}
+
+}  // namespace arfuse
+
+namespace arfuse {
+
+bool read_config_file(const std::string& path, std::string& text, std::string& why) {
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer; read_bounded refuses it.
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd.valid()) {
+    why = fmt::format("cannot open it: {}", std::strerror(errno));
+    return false;
+  }
+  return read_bounded(fd.get(), kMaxConfigBytes, text, why);
 }
 
 }  // namespace arfuse

@@ -5,6 +5,7 @@
 // the bytes it has read).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -18,6 +19,13 @@ namespace arfuse {
 
 // Far deeper than any document arfuse reads or writes (three or four levels).
 constexpr int kMaxJsonDepth = 64;
+// Far larger than any configuration, spec set or tuning table (the default spec set's JSON is a
+// few KiB); a larger file, or anything that is not a regular file (/dev/zero), is refused unread.
+constexpr std::size_t kMaxConfigBytes = 4 << 20;
+
+// The text of the configuration file at `path`: a regular file of at most kMaxConfigBytes. False
+// with `why` otherwise.
+ARFUSE_API bool read_config_file(const std::string& path, std::string& text, std::string& why);
 
 // False with `why` (the parser's message, or the nesting bound) when `text` is not one JSON value
 // nested at most kMaxJsonDepth deep.

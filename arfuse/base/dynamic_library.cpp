@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "arfuse/base/system.hpp"
+#include "arfuse/base/trusted_folder.hpp"
 
 namespace arfuse {
 namespace {
@@ -29,6 +30,18 @@ std::string loaded_path(void* handle, const std::string& fallback) {
 DynamicLibrary::DynamicLibrary(std::string what, const std::vector<std::string>& candidates) : what_(std::move(what)) {
   std::string errors;
   for (const auto& name : candidates) {
+    // A name with a slash is a path: checked before its constructors can run. It is opened by
+    // that path, not through a descriptor, since vendor libraries find their companions relative
+    // to where they were loaded from ($ORIGIN); the check leaves nobody but root and this user
+    // able to swap it. Bare names are found by the system's loader in the system's folders.
+    if (name.find('/') != std::string::npos) {
+      const std::string why = untrusted_reason(name, Trusted::file);
+      if (!why.empty()) {
+        const bool missing = why.rfind("cannot open", 0) == 0;
+        errors += fmt::format("\n  {}: {}{}", name, missing ? "" : "refused: ", why);
+        continue;
+      }
+    }
     handle_ = system_calls().dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle_ != nullptr) {
       path_ = loaded_path(handle_, name);

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "arfuse/base/log.hpp"
+#include "arfuse/base/trusted_folder.hpp"
 #include "arfuse/error.hpp"
 
 namespace arfuse::settings {
@@ -63,6 +64,17 @@ std::optional<std::string> raw(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr || value[0] == '\0') return std::nullopt;
   return std::string(value);
+}
+
+// Folders, files and programs a setting names are read as code or run: the rule of
+// base/trusted_folder.hpp.
+std::string trust_problem(const std::string& value, Trusted kind) {
+  const std::string why = untrusted_reason(value, kind);
+  if (why.empty()) return "";
+  return fmt::format(
+      "is refused: {}. Name one that only root and this user can change, in folders only they can "
+      "write",
+      why);
 }
 
 bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
@@ -118,18 +130,18 @@ std::string problem_with(const Variable& v, const std::string& value) {
     if (::stat(value.c_str(), &st) != 0)
       return fmt::format("cannot be used: {}; name an existing folder", std::strerror(errno));
     if (!S_ISDIR(st.st_mode)) return "is not a folder; name an existing folder";
-    return "";
+    return trust_problem(value, Trusted::folder);
   }
   if (type == "file") {
     if (::stat(value.c_str(), &st) != 0)
       return fmt::format("cannot be used: {}; name an existing file", std::strerror(errno));
     if (!S_ISREG(st.st_mode) || ::access(value.c_str(), R_OK) != 0) return "is not a readable file";
-    return "";
+    return trust_problem(value, Trusted::file);
   }
   if (type == "program") {
     if (::stat(value.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || ::access(value.c_str(), X_OK) != 0)
       return "is not an executable file";
-    return "";
+    return trust_problem(value, Trusted::program);
   }
   return "";  // "path", "library": any name; what it leads to is checked where it is used
 }

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <vector>
@@ -139,9 +140,47 @@ std::string file_kind(mode_t mode) {
   return "an unknown kind of file";
 }
 
-bool open_trusted_folder(const std::string& path, bool create, TrustedFolder& out, std::string& why) {
+namespace {
+
+// The thing `path` names, checked for `kind` on its descriptor.
+bool final_check(const struct stat& st, Trusted kind, const std::string& where, std::string& why) {
+  if (kind == Trusted::private_folder) return private_folder(st, where, why);
+  const bool folder = kind == Trusted::folder;
+  if (folder ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
+    why = fmt::format("{} is {}, not {}", where, file_kind(st.st_mode), folder ? "a folder" : "a regular file");
+    return false;
+  }
+  const uid_t me = ::geteuid();
+  if (st.st_uid != 0 && st.st_uid != me) {
+    why = fmt::format("{} is owned by uid {}, neither root nor this user (uid {}): whoever owns it decides what runs",
+                      where, st.st_uid, me);
+    return false;
+  }
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    why =
+        fmt::format("{} is writable by group or others (mode {:o}): they decide what runs", where, st.st_mode & 07777);
+    return false;
+  }
+  if (kind == Trusted::program && (st.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH)) == 0) {
+    why = fmt::format("{} is not executable (mode {:o})", where, st.st_mode & 07777);
+    return false;
+  }
+  return true;
+}
+
+int open_flags(Trusted kind) {
+  switch (kind) {
+    case Trusted::file:
+      return O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;  // O_NONBLOCK: a FIFO does not stall the open
+    case Trusted::program: return O_PATH | O_NOFOLLOW | O_CLOEXEC;
+    default: return kFolderFlags;
+  }
+}
+
+// Walks `path` from `/` as the header says; `create` makes missing folders (0700) on the way.
+bool walk(const std::string& path, bool create, Trusted kind, FileDescriptor& out, std::string& why) {
   if (path.empty()) {
-    why = "the folder's path is empty";
+    why = "the path is empty";
     return false;
   }
   std::string absolute = path;
@@ -168,6 +207,7 @@ bool open_trusted_folder(const std::string& path, bool create, TrustedFolder& ou
     return false;
   }
   int links = 0;
+  FileDescriptor found;  // the last component, once opened
   while (!pending.empty()) {
     const std::string name = pending.front();
     pending.pop_front();
@@ -215,7 +255,8 @@ bool open_trusted_folder(const std::string& path, bool create, TrustedFolder& ou
       if (!to.empty() && to[0] == '/') chain.resize(1), names.clear();
       continue;
     }
-    FileDescriptor next(::openat(parent, name.c_str(), kFolderFlags));
+    const bool last = pending.empty();
+    FileDescriptor next(::openat(parent, name.c_str(), last ? open_flags(kind) : kFolderFlags));
     if (!next.valid()) {
       why = errno == ENOTDIR ? fmt::format("{} is not a folder", here)
                              : fmt::format("cannot open {}: {}", here, std::strerror(errno));
@@ -225,18 +266,76 @@ bool open_trusted_folder(const std::string& path, bool create, TrustedFolder& ou
       why = fmt::format("cannot stat {}: {}", here, std::strerror(errno));
       return false;
     }
-    // Every folder is checked as a parent when opened; the last one is checked as ours below.
-    if (!pending.empty() && !safe_parent(st, here, why)) return false;
-    chain.push_back(std::move(next));
+    // Every folder is checked as a parent when opened; the last one is checked for its kind below.
+    if (!last && !safe_parent(st, here, why)) return false;
+    if (last) {
+      found = std::move(next);
+    } else {
+      chain.push_back(std::move(next));
+    }
   }
-  if (::fstat(chain.back().get(), &st) != 0) {
+  if (!found.valid()) found = std::move(chain.back());  // the path named `/` or ended in ".."
+  if (::fstat(found.get(), &st) != 0) {
     why = fmt::format("cannot stat {}: {}", joined(names), std::strerror(errno));
     return false;
   }
-  if (!private_folder(st, path, why)) return false;
-  out.fd = std::move(chain.back());
+  if (!final_check(st, kind, path, why)) return false;
+  out = std::move(found);
+  return true;
+}
+
+}  // namespace
+
+bool open_trusted_folder(const std::string& path, bool create, TrustedFolder& out, std::string& why) {
+  if (path.empty()) {
+    why = "the folder's path is empty";
+    return false;
+  }
+  if (!walk(path, create, Trusted::private_folder, out.fd, why)) return false;
   out.path = path;
   return true;
+}
+
+bool open_trusted(const std::string& path, Trusted kind, FileDescriptor& out, std::string& why) {
+  return walk(path, false, kind, out, why);
+}
+
+std::string untrusted_reason(const std::string& path, Trusted kind) {
+  FileDescriptor fd;
+  std::string why;
+  return open_trusted(path, kind, fd, why) ? std::string() : why;
+}
+
+bool read_bounded(int fd, std::size_t max_bytes, std::string& text, std::string& why) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    why = fmt::format("cannot stat it: {}", std::strerror(errno));
+    return false;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    why = fmt::format("it is {}, not a regular file", file_kind(st.st_mode));
+    return false;
+  }
+  if (std::uint64_t(st.st_size) > max_bytes) {
+    why = fmt::format("it holds {} bytes; at most {} are read", std::uint64_t(st.st_size), max_bytes);
+    return false;
+  }
+  text.clear();
+  char buffer[65536];
+  while (true) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) {
+      why = fmt::format("cannot read it: {}", std::strerror(errno));
+      return false;
+    }
+    if (n == 0) return true;
+    if (text.size() + std::size_t(n) > max_bytes) {
+      why = fmt::format("it grew past {} bytes while being read", max_bytes);
+      return false;
+    }
+    text.append(buffer, std::size_t(n));
+  }
 }
 
 bool remove_at(int dir, const std::string& name, std::string& why) { return remove_tree_at(dir, name, 0, why); }

@@ -1,19 +1,22 @@
-// Folders that must hold only what this user put there: the kernel cache (a stranger's entry
-// would be loaded as code) and the rendezvous socket's folder (a stranger's socket would receive
-// the IPC handles). A folder is resolved once, component by component from `/`, each component
-// opened without following links and checked on its descriptor; from then on every file in it is
-// reached relative to that descriptor, so renaming the folder or a parent afterwards changes
+// One rule for everything arfuse loads, reads as code or runs: the kernel cache (a stranger's
+// entry would be loaded as code), the rendezvous socket's folder (a stranger's socket would
+// receive the IPC handles), template folders, tuning tables, compilers and libraries named by a
+// path. A path is resolved once, component by component from `/`, each component opened without
+// following links and checked on its descriptor; from then on the file is reached through that
+// descriptor (a folder's files relative to it), so renaming it or a parent afterwards changes
 // nothing this process reads or writes.
 //
 // The checks are OpenSSH's StrictModes rules for a path: every folder above is owned by root or
 // this user and writable by nobody else (a sticky folder such as /tmp may be writable by all,
-// since nobody can rename what another user put there); a link on the way must be owned by root
-// or this user and sit in such a folder; the folder itself is this user's, 0700 when created here,
-// and writable by neither group nor others.
+// since nobody can rename what another user put there, and what lies in it must itself be root's
+// or this user's); a link on the way must be owned by root or this user and sit in such a folder;
+// the thing named is root's or this user's and writable by neither group nor others (a folder
+// arfuse writes into must be this user's own, 0700 when created here).
 #pragma once
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <string>
 
 namespace arfuse {
@@ -46,6 +49,26 @@ struct TrustedFolder {
 // Resolves and checks `path` as above, creating missing folders (0700) when `create`. False with
 // `why` naming the component at fault and the rule it breaks.
 bool open_trusted_folder(const std::string& path, bool create, TrustedFolder& out, std::string& why);
+
+// What a checked path must name.
+enum class Trusted {
+  private_folder,  // this user's folder, writable by nobody else: a folder arfuse writes into
+  folder,          // a folder of root or this user that nobody else can write: one arfuse reads from
+  file,            // a regular file of root or this user that nobody else can write, opened to read
+  program,         // the same, executable; opened as a path only (O_PATH: no read permission needed)
+};
+
+// Resolves and checks `path` as above (nothing is created) and opens what it names; false with
+// `why` naming the component at fault and the rule it breaks.
+bool open_trusted(const std::string& path, Trusted kind, FileDescriptor& out, std::string& why);
+
+// "" when `path` passes open_trusted's checks for `kind`, else why not.
+std::string untrusted_reason(const std::string& path, Trusted kind);
+
+// Reads the whole regular file open at `fd` when it holds at most `max_bytes`; false with `why`
+// (not a regular file, larger than the bound, a read error) otherwise. Never reads past the bound,
+// so a device or a growing file cannot exhaust memory.
+bool read_bounded(int fd, std::size_t max_bytes, std::string& text, std::string& why);
 
 // Removes the entry `name` of folder `dir`: a file, link or socket, or a folder with everything in
 // it (links inside are removed, never followed; nesting deeper than 64 is left and reported).

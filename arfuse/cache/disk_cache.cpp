@@ -265,6 +265,20 @@ int DiskCache::remove_stale_temporaries(std::int64_t age_seconds) {
   return removed;
 }
 
+int DiskCache::remove_temporaries_of(long pid) {
+  // A temporary's name ends in ".<pid>.<16 hex digits>" (unique_suffix).
+  const std::string mark = fmt::format(".{}.", pid);
+  int removed = 0;
+  for (const auto& t : temporaries()) {
+    const std::string& name = t.file_name;
+    if (name.size() < mark.size() + 16 || name.compare(name.size() - 16 - mark.size(), mark.size(), mark) != 0)
+      continue;
+    std::string why;
+    if (remove(name, why)) ++removed;
+  }
+  return removed;
+}
+
 int DiskCache::prune(std::uint64_t max_bytes) {
   remove_stale_temporaries();
   const FolderContents contents = scan();

@@ -92,6 +92,9 @@ class ARFUSE_API DiskCache {
   static bool is_stale(const EntryInfo& temporary, std::int64_t age_seconds = kStaleTemporaryAgeSeconds);
   // Removes temporaries older than `age_seconds`; returns how many.
   int remove_stale_temporaries(std::int64_t age_seconds = kStaleTemporaryAgeSeconds);
+  // Removes the temporaries process `pid` of this machine was writing; returns how many. For a
+  // parent that saw that process die (a warm-up worker): they can have no other writer.
+  int remove_temporaries_of(long pid);
   // Removes stale temporaries, then least recently used entries until the folder holds at
   // most max_bytes.
   int prune(std::uint64_t max_bytes);

@@ -24,6 +24,7 @@
 
 #include "arfuse/base/sha256.hpp"
 #include "arfuse/base/subprocess.hpp"
+#include "arfuse/base/trusted_folder.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/jit/elf_file.hpp"
@@ -207,9 +208,14 @@ bool executable(const std::string& path) { return ::access(path.c_str(), X_OK) =
 
 // ARFUSE_AMD_CLANG, else the clang scripts/setup-deps.sh installs (the build records where).
 std::string clang_path() {
-  if (const auto p = settings::text("ARFUSE_AMD_CLANG")) return *p;  // checked there: an executable file
+  // Checked there: an executable file that only root and this user can change (trusted_folder.hpp).
+  if (const auto p = settings::text("ARFUSE_AMD_CLANG")) return *p;
 #ifdef ARFUSE_DEFAULT_AMD_CLANG
-  if (executable(ARFUSE_DEFAULT_AMD_CLANG)) return ARFUSE_DEFAULT_AMD_CLANG;
+  if (executable(ARFUSE_DEFAULT_AMD_CLANG)) {
+    const std::string why = untrusted_reason(ARFUSE_DEFAULT_AMD_CLANG, Trusted::program);
+    if (!why.empty()) throw Unavailable(fmt::format("the AMD clang {} is not run: {}", ARFUSE_DEFAULT_AMD_CLANG, why));
+    return ARFUSE_DEFAULT_AMD_CLANG;
+  }
 #endif
   throw Unavailable(
       "no clang with the AMDGPU back end: set ARFUSE_AMD_CLANG to one (upstream clang, ROCm's amdclang++, or the zig "

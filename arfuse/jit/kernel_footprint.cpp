@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -58,7 +59,22 @@ NvidiaLimits nvidia_limits(int generation) {
   return {32, 228 * 1024, 1024, 128};
 }
 
-int round_up(int value, int unit) { return (value + unit - 1) / unit * unit; }
+std::int64_t round_up(std::int64_t value, std::int64_t unit) { return (value + unit - 1) / unit * unit; }
+
+// What any kernel of the generations modelled here can ask for; a file claiming more is
+// malformed (or hostile), and its footprint unreadable rather than a wrong number.
+constexpr long kMaxNvidiaRegisters = 255;              // per thread
+constexpr long kMaxNvidiaLocalBytes = 512 * 1024;      // per thread
+constexpr std::uint64_t kMaxSharedBytes = 256 * 1024;  // per block, both vendors (LDS included)
+constexpr std::uint64_t kMaxAmdRegisters = 512;        // VGPRs or AGPRs per lane
+constexpr std::uint64_t kMaxAmdScalarRegisters = 128;
+constexpr std::uint64_t kMaxAmdScratchBytes = 1 << 20;  // per lane
+
+// `value` read for `what` when it is at most `max`; else the file is malformed.
+long bounded(long value, long max, const char* what) {
+  if (value < 0 || value > max) throw Error(fmt::format("malformed cubin: {} {} (at most {})", value, what, max));
+  return value;
+}
 
 }  // namespace
 
@@ -79,11 +95,14 @@ KernelFootprint cubin_footprint(const std::vector<std::uint8_t>& cubin) {
   KernelFootprint f;
   for (const auto& s : sections) {
     if (s.name == ".nv.info") {
-      f.registers = int(std::max(0L, function_attribute(s, kRegisterCount, symbol)));
-      f.local_bytes = int(std::max(0L, function_attribute(s, kFrameSize, symbol)));
+      // function_attribute: a 32-bit value, or -1 for none.
+      const long registers = function_attribute(s, kRegisterCount, symbol);
+      const long frame = function_attribute(s, kFrameSize, symbol);
+      f.registers = int(registers < 0 ? 0 : bounded(registers, kMaxNvidiaRegisters, "registers per thread"));
+      f.local_bytes = int(frame < 0 ? 0 : bounded(frame, kMaxNvidiaLocalBytes, "bytes of local memory per thread"));
     } else if (s.name == ".nv.shared." + kernel) {
-      if (s.size > std::uint64_t(INT_MAX))
-        throw Error(fmt::format("malformed cubin: {} bytes of shared memory", s.size));
+      if (s.size > kMaxSharedBytes)
+        throw Error(fmt::format("malformed cubin: {} bytes of shared memory (at most {})", s.size, kMaxSharedBytes));
       f.shared_bytes = int(s.size);
     }
   }
@@ -106,16 +125,28 @@ int nvidia_resident_blocks(const Target& target, int threads, const KernelFootpr
   if (target.vendor() != Vendor::nvidia) {
     throw Error(fmt::format("blocks per SM are modelled for NVIDIA targets only, not {}", target.name()));
   }
+  // Counts from a file are bounded by cubin_footprint; these come from callers too. In 64 bits
+  // nothing below overflows, and every divisor is at least one unit.
+  if (threads < 1 || threads > 1024 || footprint.registers < 0 || footprint.registers > kMaxNvidiaRegisters ||
+      footprint.shared_bytes < 0 || dynamic_shared_bytes < 0 ||
+      std::uint64_t(footprint.shared_bytes) + std::uint64_t(dynamic_shared_bytes) > kMaxSharedBytes) {
+    throw Error(fmt::format(
+        "no occupancy for {} threads with {} registers and {} + {} B of shared memory: threads must be 1 to 1024, "
+        "registers 0 to {}, shared memory 0 to {} B",
+        threads, footprint.registers, footprint.shared_bytes, dynamic_shared_bytes, kMaxNvidiaRegisters,
+        kMaxSharedBytes));
+  }
   const NvidiaLimits limits = nvidia_limits(target.generation());
-  const int warps = (threads + kWarp - 1) / kWarp;
-  int blocks = std::min(limits.blocks, nvidia_threads_per_multiprocessor(target.generation()) / (warps * kWarp));
+  const std::int64_t warps = (threads + kWarp - 1) / kWarp;
+  std::int64_t blocks =
+      std::min<std::int64_t>(limits.blocks, nvidia_threads_per_multiprocessor(target.generation()) / (warps * kWarp));
   if (footprint.registers > 0) {
-    const int per_warp = round_up(footprint.registers * kWarp, kRegisterUnit);
+    const std::int64_t per_warp = round_up(std::int64_t(footprint.registers) * kWarp, kRegisterUnit);
     blocks = std::min(blocks, kRegistersPerMultiprocessor / per_warp / warps);
   }
-  const int shared = round_up(footprint.shared_bytes + dynamic_shared_bytes, limits.shared_unit);
-  if (shared > 0) blocks = std::min(blocks, limits.shared_bytes / (shared + limits.reserved_per_block));
-  return std::max(0, blocks);
+  const std::int64_t shared = round_up(std::int64_t(footprint.shared_bytes) + dynamic_shared_bytes, limits.shared_unit);
+  if (shared > 0) blocks = std::min<std::int64_t>(blocks, limits.shared_bytes / (shared + limits.reserved_per_block));
+  return int(std::max<std::int64_t>(0, blocks));
 }
 
 KernelFootprint code_object_footprint(const std::vector<std::uint8_t>& code_object) {
@@ -132,20 +163,20 @@ KernelFootprint code_object_footprint(const std::vector<std::uint8_t>& code_obje
       throw Error("an AMD code object of one kernel lists one in amdhsa.kernels; this one does not");
     }
     const auto& k = kernels->at(0);
-    const auto count = [&](const char* key) {
+    const auto count = [&](const char* key, std::uint64_t max) {
       const auto it = k.find(key);
       if (it == k.end()) return 0;
-      if (!it->is_number_unsigned() || it->get<std::uint64_t>() > std::uint64_t(INT_MAX)) {
-        throw Error(fmt::format("malformed AMD code object: metadata {} is not a count", key));
+      if (!it->is_number_unsigned() || it->get<std::uint64_t>() > max) {
+        throw Error(fmt::format("malformed AMD code object: metadata {} is not a count from 0 to {}", key, max));
       }
-      return it->get<int>();
+      return int(it->get<std::uint64_t>());
     };
     KernelFootprint f;
-    f.registers = count(".vgpr_count");
-    f.accumulation_registers = count(".agpr_count");
-    f.scalar_registers = count(".sgpr_count");
-    f.shared_bytes = count(".group_segment_fixed_size");
-    f.local_bytes = count(".private_segment_fixed_size");
+    f.registers = count(".vgpr_count", kMaxAmdRegisters);
+    f.accumulation_registers = count(".agpr_count", kMaxAmdRegisters);
+    f.scalar_registers = count(".sgpr_count", kMaxAmdScalarRegisters);
+    f.shared_bytes = count(".group_segment_fixed_size", kMaxSharedBytes);
+    f.local_bytes = count(".private_segment_fixed_size", kMaxAmdScratchBytes);
     if (f.registers == 0) throw Error("AMD code object: its metadata has no .vgpr_count");
     return f;
   }

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 
+#include "arfuse/base/trusted_folder.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/jit/embedded_templates.hpp"
 #include "arfuse/settings.hpp"
@@ -13,13 +13,22 @@
 namespace arfuse::jit {
 namespace {
 
-bool read_file(const std::string& path, std::string& text) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  text = buffer.str();
-  return true;
+// Far more than any template; a larger file is not one.
+constexpr std::size_t kMaxTemplateBytes = 4 << 20;
+
+// A template from ARFUSE_TEMPLATE_DIR: compiled into kernels, so held to the rule for code
+// (base/trusted_folder.hpp) and read through the descriptor that was checked.
+std::string read_template(const std::string& dir, const std::string& name) {
+  const std::string path = dir + "/" + name;
+  FileDescriptor fd;
+  std::string why, text;
+  if (!open_trusted(dir, Trusted::folder, fd, why) || !open_trusted(path, Trusted::file, fd, why)) {
+    throw ConfigError(fmt::format("ARFUSE_TEMPLATE_DIR={}: {} is not used: {}", dir, path, why));
+  }
+  if (!read_bounded(fd.get(), kMaxTemplateBytes, text, why)) {
+    throw ConfigError(fmt::format("ARFUSE_TEMPLATE_DIR={}: {} cannot be read: {}", dir, path, why));
+  }
+  return text;
 }
 
 // The name in `#include "name"`, or empty when the line is no such include.
@@ -66,12 +75,7 @@ TemplateFile load_template(const std::string& name) {
   for (const auto& t : embedded_templates()) {
     if (name != t.name) continue;
     if (const auto dir = settings::text("ARFUSE_TEMPLATE_DIR")) {
-      TemplateFile file{name, {}};
-      std::string path = *dir + "/" + name;
-      if (!read_file(path, file.text)) {
-        throw Error(fmt::format("ARFUSE_TEMPLATE_DIR is set, but {} cannot be read", path));
-      }
-      return file;
+      return TemplateFile{name, read_template(*dir, name)};
     }
     return TemplateFile{name, std::string(t.text, t.size)};
   }

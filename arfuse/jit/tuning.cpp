@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/bounded_json.hpp"
+#include "arfuse/base/trusted_folder.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 #include "arfuse/settings.hpp"
@@ -86,11 +87,11 @@ TuningTable TuningTable::embedded_default() { return parse(kEmbedded, "(embedded
 TuningTable TuningTable::from_environment() {
   const auto path = settings::text("ARFUSE_TUNING");
   if (!path) return embedded_default();
-  std::ifstream in(*path);
-  if (!in) throw ConfigError(fmt::format("ARFUSE_TUNING={} cannot be read", *path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse(text.str(), *path);
+  FileDescriptor fd;
+  std::string why, text;
+  if (!open_trusted(*path, Trusted::file, fd, why) || !read_bounded(fd.get(), kMaxConfigBytes, text, why))
+    throw ConfigError(fmt::format("ARFUSE_TUNING={} is not used: {}", *path, why));
+  return parse(text, *path);
 }
 
 std::uint64_t TuningTable::two_stage_min_bytes(const std::string& target, int world, bool virtual_ranks) const {

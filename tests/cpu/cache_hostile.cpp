@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -248,11 +249,17 @@ TEST_CASE("warmup exits 0 only when every spec is stored, 1 saying why when not,
                R"({"specs": [{"module": "token_quant", "hidden": 4294967304}], "targets": ["sm_90"]})");
     write_text(scratch + "/world.json",
                R"({"specs": [{"module": "fused_ar", "hidden": 2048, "world": 4294967300}], "targets": ["sm_90"]})");
+    write_text(scratch + "/big.json", std::string((4 << 20) + 1, ' '));
     REQUIRE(::chmod(scratch.c_str(), 0777) == 0);
     const std::vector<std::pair<std::string, std::string>> cases{
         {"ARFUSE_CACHE_MAX_BYTES=lots " + warmup + dir, "ARFUSE_CACHE_MAX_BYTES='lots' is not a byte count"},
-        {kWarmup + " --config " + dir + " --cache-dir " + dir, "is a folder, not a file"},
-        {kWarmup + " --config " + scratch + "/missing.json --cache-dir " + dir, "cannot read config file"},
+        {kWarmup + " --config " + dir + " --cache-dir " + dir, "is not used: it is a folder, not a regular file"},
+        {kWarmup + " --config " + scratch + "/missing.json --cache-dir " + dir, "is not used: cannot open it"},
+        {kWarmup + " --config /dev/zero --cache-dir " + dir,
+         "/dev/zero is not used: it is a device, not a regular file"},
+        {kWarmup + " --config " + scratch + "/big.json --cache-dir " + dir, "holds 4194305 bytes; at most 4194304"},
+        {kCacheTool + " --cache-dir '' stat", "--cache-dir has an empty value"},
+        {kWarmup + " --cache-dir '' --target sm_90", "--cache-dir has an empty value"},
         {kWarmup + " --config " + scratch + "/hidden.json --cache-dir " + dir, "4294967304 is out of range for hidden"},
         {kWarmup + " --config " + scratch + "/world.json --cache-dir " + dir, "4294967300 is out of range for world"},
         {warmup + dir + " --jobs 99999999999999999999", "--jobs must be a whole number from 1 to 1024"},
@@ -289,6 +296,49 @@ TEST_CASE("warmup on a full disk exits 1, saying how many and why, the warning o
   CHECK(w.status == 1);
   CHECK_THAT(w.output, Contains("specs not stored: cannot write an entry: No space left on device"));
   CHECK(test::count_of(w.output, "arfuse: warning: kernel cache") == 1);
+}
+
+TEST_CASE("a file size limit (ulimit -f) fails the stores it stops, names the cause, and leaves no temporary",
+          "[cpu][cache][hostile][warmup][nvrtc]") {
+  const std::string dir = test::fresh_dir(), scratch = test::fresh_dir();
+  const std::string config = six_spec_config(scratch);
+  // dash counts ulimit -f in 512-byte blocks: 2 KiB, less than any entry.
+  const auto w =
+      run("sh -c 'ulimit -f 4; exec " + kWarmup + " --quiet --config " + config + " --cache-dir " + dir + "'");
+  CHECK(w.status == 1);
+  CHECK_THAT(w.output, Contains("specs not stored") && Contains("File too large"));
+  CHECK_THAT(w.output, !Contains("ended abnormally"));
+  CHECK(DiskCache(dir).temporaries().empty());
+}
+
+TEST_CASE("a compiler that leaves a sleeping child: the warm-up ends at once, and so does the child",
+          "[cpu][hostile][warmup]") {
+  const std::string dir = test::fresh_dir(), scratch = test::fresh_dir();
+  const std::string clang = scratch + "/clang", pids = scratch + "/pids", config = scratch + "/set.json";
+  // Lists one AMD target, refuses every compile, and each time leaves a child holding its output
+  // (and, were they inherited, the warm-up's own pipes) for ten minutes.
+  write_text(clang, "#!/bin/sh\nsleep 600 &\necho $! >> " + pids +
+                        "\ncase \"$*\" in *--print-supported-cpus*) echo 'clang version 99'; echo '    gfx1250'; "
+                        "exit 0;; esac\nexit 1\n");
+  REQUIRE(::chmod(clang.c_str(), 0755) == 0);
+  write_text(config, R"({"specs": [{"module": "token_quant", "hidden": [2048], "dtype": ["bf16"]}]})");
+  const auto start = std::chrono::steady_clock::now();
+  const auto w = run("ARFUSE_AMD_CLANG=" + clang + " timeout 300 " + kWarmup + " --quiet --target gfx1250 --config " +
+                     config + " --cache-dir " + dir);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(w.status == 1);  // the spec failed; not 124, timeout's code
+  CHECK_THAT(w.output, Contains("FAILED"));
+  CHECK(seconds < 60);
+  std::ifstream listed(pids);
+  int children = 0;
+  for (long pid; listed >> pid; ++children) {
+    CAPTURE(pid);
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    const bool gone = !std::getline(stat, line) || line.substr(line.rfind(')') + 2, 1) == "Z";
+    CHECK(gone);
+  }
+  CHECK(children >= 2);  // the target listing and the compile
 }
 
 TEST_CASE("every ARFUSE_ variable is checked before a tool starts: spaces, signs and unknown words are exit 2",

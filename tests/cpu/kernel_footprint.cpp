@@ -1,9 +1,14 @@
 // A kernel's registers, shared and local memory read from its cubin, and the blocks per SM they
-// allow, against NVIDIA's occupancy rules and what the H200's driver reported for arfuse's kernels.
+// allow, against NVIDIA's occupancy rules and what the H200's driver reported for arfuse's kernels;
+// a cubin claiming counts no kernel can have is malformed, never an overflow.
 #include "arfuse/jit/kernel_footprint.hpp"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstring>
 
+#include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/jit/compiler.hpp"
 #include "arfuse/jit/elf_file.hpp"
 #include "arfuse/jit/render.hpp"
@@ -110,4 +115,91 @@ extern "C" __global__ void footprint_none(float* out) { out[threadIdx.x] = 1.0f;
   REQUIRE(at != cubin.end());
   at[7] = 'X';  // ".nv.infX."
   CHECK_THROWS_WITH(cubin_footprint(cubin), Contains("this file has 0"));
+}
+
+namespace {
+
+template <typename T>
+void put_at(std::vector<std::uint8_t>& file, std::size_t at, T value) {
+  REQUIRE(at + sizeof(T) <= file.size());
+  std::memcpy(file.data() + at, &value, sizeof(T));
+}
+
+// arfuse's epilogue as a cubin, with its register count (the .nv.info record for the kernel)
+// replaced by `registers`.
+std::vector<std::uint8_t> with_registers(std::vector<std::uint8_t> cubin, std::uint32_t registers) {
+  for (const auto& s : elf_sections(cubin)) {
+    if (s.name != ".nv.info") continue;
+    for (std::size_t at = 0; at + 4 <= s.bytes.size();) {
+      const std::size_t size = s.bytes[at] == 4 ? std::size_t(s.bytes[at + 2] | (s.bytes[at + 3] << 8)) : 0;
+      if (s.bytes[at] == 4 && s.bytes[at + 1] == 0x2f && size == 8) put_at(cubin, s.offset + at + 8, registers);
+      at += 4 + size;
+    }
+  }
+  return cubin;
+}
+
+// The same with the size in the section header of .nv.shared.<kernel> replaced by `bytes`.
+std::vector<std::uint8_t> with_shared(std::vector<std::uint8_t> cubin, std::uint64_t bytes) {
+  std::uint64_t table = 0;
+  std::uint16_t entry = 0, count = 0;
+  std::memcpy(&table, cubin.data() + 0x28, 8);
+  std::memcpy(&entry, cubin.data() + 0x3A, 2);
+  std::memcpy(&count, cubin.data() + 0x3C, 2);
+  const auto sections = elf_sections(cubin);
+  for (const auto& s : sections) {
+    if (s.name.rfind(".nv.shared.", 0) != 0) continue;
+    for (std::uint16_t i = 0; i < count; ++i) {
+      const std::size_t header = table + std::size_t(i) * entry;
+      std::uint64_t offset = 0, size = 0;
+      std::memcpy(&offset, cubin.data() + header + 0x18, 8);
+      std::memcpy(&size, cubin.data() + header + 0x20, 8);
+      if (offset == s.offset && size == s.size) put_at(cubin, header + 0x20, bytes);
+    }
+  }
+  return cubin;
+}
+
+}  // namespace
+
+TEST_CASE("a cubin claiming absurd registers or shared memory has no footprint, and the tools say so",
+          "[cpu][nvrtc][hostile]") {
+  const CompiledCode epilogue =
+      nvrtc_compiler()->compile(render(KernelSpec::parse("rmsnorm_quant/h8192/bf16/none/rms/sm_90")));
+  REQUIRE(cubin_footprint(with_registers(epilogue.payload, 40)).registers == 40);  // the patch finds its mark
+  REQUIRE(cubin_footprint(with_shared(epilogue.payload, 5000)).shared_bytes == 5000 - 1024);
+  const auto [cubin, message] = GENERATE_COPY(table<std::vector<std::uint8_t>, std::string>({
+      {with_registers(epilogue.payload, 1u << 27), "134217728 registers per thread (at most 255)"},
+      {with_registers(epilogue.payload, 0xffffffffu), "4294967295 registers per thread (at most 255)"},
+      {with_shared(epilogue.payload, 0x7fffffffu), "2147483647 bytes of shared memory"},
+      {with_shared(epilogue.payload, 1ull << 31), "2147483648 bytes of shared memory"},
+  }));
+  CAPTURE(message);
+  CHECK_THROWS_WITH(cubin_footprint(cubin), Contains("malformed cubin: " + message));
+
+  // Stored as an entry with valid checksums: ls --footprint reports it and goes on.
+  const std::string dir = test::fresh_dir();
+  cache::DiskCache disk(dir);
+  cache::CacheEntry entry;
+  entry.key.fill(0x33);
+  entry.lowered_name = epilogue.lowered_name;
+  entry.metadata = R"({"spec": "rmsnorm_quant/h8192/bf16/none/rms/sm_90"})";
+  entry.payload = cubin;
+  Digest source{};
+  REQUIRE(disk.put(source, entry));
+  const auto ls = test::run(test::kCacheTool + " --cache-dir " + dir + " ls --footprint");
+  CHECK(ls.status == 0);
+  CHECK_THAT(ls.output, Contains("footprint unreadable: malformed cubin: " + message));
+}
+
+TEST_CASE("blocks per SM refuses counts no kernel can have instead of overflowing", "[cpu][jit][hostile]") {
+  const Target sm90 = Target::parse("sm_90");
+  CHECK_THROWS_WITH(nvidia_resident_blocks(sm90, 256, KernelFootprint{1 << 27, 0, 0}), Contains("registers 0 to 255"));
+  CHECK_THROWS_WITH(nvidia_resident_blocks(sm90, 256, KernelFootprint{32, INT32_MAX, 0}),
+                    Contains("shared memory 0 to 262144 B"));
+  CHECK_THROWS_WITH(nvidia_resident_blocks(sm90, 256, KernelFootprint{32, 1024, 0}, INT32_MAX),
+                    Contains("shared memory 0 to 262144 B"));
+  CHECK_THROWS_WITH(nvidia_resident_blocks(sm90, 0, KernelFootprint{32, 0, 0}), Contains("threads must be 1 to 1024"));
+  CHECK_THROWS_WITH(nvidia_resident_blocks(sm90, 256, KernelFootprint{-1, 0, 0}), Contains("registers 0 to 255"));
+  CHECK(nvidia_resident_blocks(sm90, 1024, KernelFootprint{255, 256 * 1024, 0}) == 0);  // fits nothing, no crash
 }

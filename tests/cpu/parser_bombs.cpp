@@ -175,3 +175,24 @@ TEST_CASE("the cache tools report a bomb as that entry's problem and go on to th
   CHECK(test::count_of(diff.output, "UNREADABLE") == 4);  // both entries, on both sides
   CHECK_THAT(diff.output, !Contains("bad_alloc") && !Contains("Segmentation"));
 }
+
+TEST_CASE("an AMD code object claiming absurd register or memory counts has no footprint", "[cpu][hostile]") {
+  const auto [key, value] = GENERATE(table<std::string, std::uint64_t>({
+      {".vgpr_count", 4294967295u},
+      {".vgpr_count", 1u << 27},
+      {".sgpr_count", 100000},
+      {".agpr_count", 513},
+      {".group_segment_fixed_size", 2147483647u},
+      {".private_segment_fixed_size", 1ull << 40},
+  }));
+  CAPTURE(key, value);
+  nlohmann::json kernel{{".vgpr_count", 32}, {".sgpr_count", 16}};
+  kernel[key] = value;
+  const auto msgpack = nlohmann::json::to_msgpack(nlohmann::json{{"amdhsa.kernels", {kernel}}});
+  CHECK_THROWS_WITH(jit::code_object_footprint(amd_code_object(msgpack)),
+                    Contains("malformed AMD code object: metadata " + key + " is not a count from 0 to"));
+  kernel[key] = 8;  // the same object with a plausible count reads
+  CHECK(jit::code_object_footprint(
+            amd_code_object(nlohmann::json::to_msgpack(nlohmann::json{{"amdhsa.kernels", {kernel}}})))
+            .registers > 0);
+}

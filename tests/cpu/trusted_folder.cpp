@@ -1,6 +1,7 @@
 // [cpu][hostile] Folders swapped under a running process, parents another user controls, and
 // links on the way: the cache and the socket rendezvous resolve their folder once, check every
-// component on its descriptor, and never touch anything outside what they checked.
+// component on its descriptor, and never touch anything outside what they checked; templates,
+// tuning tables, compilers and libraries named by a path are held to the same rule.
 #include "arfuse/base/trusted_folder.hpp"
 
 #include <fcntl.h>
@@ -15,11 +16,17 @@
 #include <fstream>
 #include <string>
 
+#include "arfuse/base/dynamic_library.hpp"
 #include "arfuse/base/system.hpp"
 #include "arfuse/bootstrap.hpp"
 #include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/error.hpp"
+#include "arfuse/jit/compiler.hpp"
+#include "arfuse/jit/render.hpp"
+#include "arfuse/jit/templates.hpp"
+#include "arfuse/jit/tuning.hpp"
+#include "arfuse/settings.hpp"
 
 #include "support.hpp"
 
@@ -285,4 +292,122 @@ TEST_CASE("one allgather round carries at most 64 MiB from all ranks together", 
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 5));  // rank 1 learns of it when rank 0 hangs up
+}
+
+namespace {
+
+void write_mode(const std::string& path, const std::string& text, mode_t mode) {
+  std::ofstream(path) << text;
+  REQUIRE(::chmod(path.c_str(), mode) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("files arfuse reads as code or runs: root's or this user's, writable by nobody else, up to /",
+          "[cpu][hostile]") {
+  const std::string base = test::fresh_dir();
+  const std::string folder = base + "/folder", file = folder + "/file", program = folder + "/program";
+  REQUIRE(::mkdir(folder.c_str(), 0755) == 0);
+  write_mode(file, "text", 0644);
+  write_mode(program, "#!/bin/sh\n", 0755);
+  FileDescriptor fd;
+  std::string why;
+  CHECK(open_trusted(file, Trusted::file, fd, why));
+  CHECK(open_trusted(program, Trusted::program, fd, why));
+  CHECK(open_trusted(folder, Trusted::folder, fd, why));
+  CHECK(open_trusted("/usr/bin/env", Trusted::program, fd, why));  // root's, through root's links where there are
+  SECTION("the thing itself writable by others") {
+    REQUIRE(::chmod(file.c_str(), 0666) == 0);
+    CHECK_FALSE(open_trusted(file, Trusted::file, fd, why));
+    CHECK_THAT(why, Contains(file + " is writable by group or others (mode 666)"));
+  }
+  SECTION("a folder on the way writable by others, and not sticky") {
+    REQUIRE(::chmod(folder.c_str(), 0777) == 0);
+    CHECK(untrusted_reason(program, Trusted::program) ==
+          folder + " is writable by group or others and not sticky (mode 777): they can replace what lies below");
+    CHECK_FALSE(untrusted_reason(folder, Trusted::folder).empty());
+    REQUIRE(::chmod(folder.c_str(), 01777) == 0);  // sticky: what lies in it is still ours
+    CHECK(untrusted_reason(program, Trusted::program).empty());
+    CHECK_THAT(untrusted_reason(folder, Trusted::folder), Contains("writable by group or others"));
+  }
+  SECTION("the wrong kind of file, and a program nobody may run") {
+    REQUIRE(::mkfifo((folder + "/fifo").c_str(), 0600) == 0);
+    CHECK_THAT(untrusted_reason(folder + "/fifo", Trusted::file), Contains("is a FIFO, not a regular file"));
+    CHECK_THAT(untrusted_reason(folder, Trusted::file), Contains("is a folder, not a regular file"));
+    CHECK_THAT(untrusted_reason(file, Trusted::folder), Contains("is not a folder"));
+    CHECK_THAT(untrusted_reason(file, Trusted::program), Contains("is not executable"));
+  }
+  SECTION("a file read through its checked descriptor: bounded, and never a device") {
+    std::string text;
+    REQUIRE(open_trusted(file, Trusted::file, fd, why));
+    CHECK(read_bounded(fd.get(), 4, text, why));
+    CHECK(text == "text");
+    REQUIRE(open_trusted(file, Trusted::file, fd, why));
+    CHECK_FALSE(read_bounded(fd.get(), 3, text, why));
+    CHECK_THAT(why, Contains("holds 4 bytes; at most 3 are read"));
+    FileDescriptor zero(::open("/dev/zero", O_RDONLY | O_CLOEXEC));
+    CHECK_FALSE(read_bounded(zero.get(), 1 << 20, text, why));
+    CHECK_THAT(why, Contains("a device, not a regular file"));
+  }
+}
+
+TEST_CASE("a file owned by another user is not loaded or run, nor one below their folder", "[cpu][hostile][root]") {
+  const std::string base = test::fresh_dir();
+  const std::string folder = base + "/folder", file = folder + "/file";
+  REQUIRE(::mkdir(folder.c_str(), 0755) == 0);
+  write_mode(file, "text", 0755);
+  REQUIRE(::chown(file.c_str(), 65534, 65534) == 0);
+  CHECK_THAT(untrusted_reason(file, Trusted::program), Contains(file + " is owned by uid 65534"));
+  REQUIRE(::chown(file.c_str(), 0, 0) == 0);
+  REQUIRE(::chown(folder.c_str(), 65534, 65534) == 0);
+  CHECK_THAT(untrusted_reason(file, Trusted::file), Contains(folder + " is owned by uid 65534"));
+}
+
+TEST_CASE("templates, tuning tables, the AMD clang and libraries named by a path follow the same rule",
+          "[cpu][hostile]") {
+  const std::string open_folder = test::fresh_dir();
+  REQUIRE(::chmod(open_folder.c_str(), 0777) == 0);  // anyone could put or swap a file here
+  const std::string templates = test::fresh_dir();
+  for (const auto& name : jit::template_names()) {
+    write_mode(templates + "/" + name, jit::load_template(name).text, 0644);
+  }
+  SECTION("ARFUSE_TEMPLATE_DIR") {
+    test::ScopedEnv env("ARFUSE_TEMPLATE_DIR", templates.c_str());
+    CHECK_NOTHROW(jit::render(jit::KernelSpec::parse("token_quant/h2048/bf16/sm_90")));
+    REQUIRE(::chmod((templates + "/epilogue.cuh").c_str(), 0666) == 0);
+    CHECK_THROWS_WITH(jit::render(jit::KernelSpec::parse("token_quant/h2048/bf16/sm_90")),
+                      Contains(templates + "/epilogue.cuh is writable by group or others"));
+    REQUIRE(::chmod((templates + "/epilogue.cuh").c_str(), 0644) == 0);
+    REQUIRE(::chmod(templates.c_str(), 0777) == 0);
+    CHECK_THROWS_AS(settings::check_all(), ConfigError);
+    CHECK_THROWS_WITH(jit::render(jit::KernelSpec::parse("token_quant/h2048/bf16/sm_90")),
+                      Contains(templates + " is writable by group or others"));
+  }
+  SECTION("ARFUSE_TUNING") {
+    const std::string table = open_folder + "/tuning.json";
+    write_mode(table, R"({"targets": {}})", 0644);
+    test::ScopedEnv env("ARFUSE_TUNING", table.c_str());
+    CHECK_THROWS_WITH(jit::TuningTable::from_environment(),
+                      Contains(open_folder + " is writable by group or others and not sticky"));
+    test::ScopedEnv device("ARFUSE_TUNING", "/dev/zero");
+    CHECK_THROWS_WITH(settings::check_all(), Contains("ARFUSE_TUNING='/dev/zero' is not a readable file"));
+  }
+  SECTION("ARFUSE_AMD_CLANG") {
+    const std::string clang = open_folder + "/clang";
+    write_mode(clang, "#!/bin/sh\necho planted\n", 0755);
+    test::ScopedEnv env("ARFUSE_AMD_CLANG", clang.c_str());
+    CHECK_THROWS_WITH(
+        jit::amd_clang_compiler(),
+        Contains("ARFUSE_AMD_CLANG='" + clang + "' is refused: " + open_folder + " is writable by group or others"));
+  }
+  SECTION("a library named by a path (ARFUSE_NCCL_LIBRARY, the vendor libraries' ROCm folders)") {
+    const std::string library = open_folder + "/libplanted.so";
+    write_mode(library, "", 0755);
+    CHECK_THROWS_WITH(DynamicLibrary("a planted library", {library}),
+                      Contains(library + ": refused: " + open_folder + " is writable by group or others"));
+    const std::string mine = test::fresh_dir() + "/libempty.so";
+    write_mode(mine, "", 0755);
+    // Trusted, so the loader is asked, and refuses an empty file: proof the check let it through.
+    CHECK_THROWS_WITH(DynamicLibrary("an empty library", {mine}), !Contains("refused"));
+  }
 }

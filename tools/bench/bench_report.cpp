@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "arfuse/base/bounded_json.hpp"
 #include "arfuse/error.hpp"
 
 namespace arfuse::tools {
@@ -110,14 +111,10 @@ Report report_from_json(const nlohmann::json& j, const std::string& origin) {
 }
 
 nlohmann::json read_json(const std::string& path, const std::string& what) {
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: cannot read it", what));
+  std::string text, why;
+  if (!read_config_file(path, text, why)) throw Error(fmt::format("{}: {}", what, why));
   nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: not JSON: {}", what, e.what()));
-  }
+  if (!parse_json(text, j, why)) throw Error(fmt::format("{}: not JSON: {}", what, why));
   return j;
 }
 

@@ -39,6 +39,9 @@ CommandLine::CommandLine(int argc, char** argv, const std::vector<std::string>& 
         if (i + 1 >= argc) throw UsageError(fmt::format("--{} needs a value", name));
         value = argv[++i];
       }
+      // An empty value is never meant (an unset shell variable, --cache-dir "$DIR"): every tool
+      // refuses it alike instead of reading it as "no value" or "this folder".
+      if (value.empty()) throw UsageError(fmt::format("--{} has an empty value; give one", name));
       values_[name].push_back(value);
     } else {
       throw UsageError(fmt::format("unknown option --{}", name));

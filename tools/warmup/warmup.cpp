@@ -2,6 +2,7 @@
 // machines with or without a GPU. Work is spread over --jobs worker processes, which publish
 // into the one cache folder concurrently (the cache is built for that).
 #include <errno.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -11,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -23,6 +25,7 @@
 
 #include "arfuse/base/bounded_json.hpp"
 #include "arfuse/base/log.hpp"
+#include "arfuse/base/subprocess.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/jit/spec_set.hpp"
@@ -83,15 +86,10 @@ std::vector<jit::KernelSpec> select_specs(const CommandLine& cl) {
   }
   std::vector<jit::KernelSpec> specs;
   if (cl.has("config")) {
-    struct stat st {};
-    if (::stat(cl.value("config").c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-      throw UsageError(fmt::format("--config {} is a folder, not a file", cl.value("config")));
-    }
-    std::ifstream in(cl.value("config"));
-    if (!in) throw UsageError(fmt::format("cannot read config file {}", cl.value("config")));
-    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    std::string text, why;
+    if (!read_config_file(cl.value("config"), text, why))
+      throw UsageError(fmt::format("--config {} is not used: {}", cl.value("config"), why));
     nlohmann::json config;
-    std::string why;
     if (!parse_json(text, config, why))
       throw UsageError(fmt::format("config {} is not valid JSON: {}", cl.value("config"), why));
     if (targets.empty() && !config.contains("targets")) targets = local_targets();
@@ -126,7 +124,7 @@ std::map<std::string, std::string> refused_targets(const std::vector<jit::Kernel
   std::map<std::string, Target> targets;
   for (const auto& s : specs) targets.emplace(s.target.name(), s.target);
   int fds[2];
-  if (pipe(fds) != 0) throw Error("pipe failed");
+  if (pipe2(fds, O_CLOEXEC) != 0) throw Error("pipe failed");  // no compiler the probe runs may inherit it
   const pid_t pid = fork();
   if (pid < 0) throw Error("fork failed");
   if (pid == 0) {
@@ -267,7 +265,7 @@ void run_workers(const std::vector<jit::KernelSpec>& specs, const std::vector<si
   const int workers = std::min<int>(jobs, int(todo.size()));
   for (int w = 0; w < workers; ++w) {
     int fds[2];
-    if (pipe(fds) != 0) throw Error("pipe failed");
+    if (pipe2(fds, O_CLOEXEC) != 0) throw Error("pipe failed");  // no compiler a worker runs may inherit it
     pid_t pid = fork();
     if (pid < 0) throw Error("fork failed");
     if (pid == 0) {
@@ -281,13 +279,19 @@ void run_workers(const std::vector<jit::KernelSpec>& specs, const std::vector<si
   collect_results(pipes, progress);
   for (pid_t pid : children) {
     int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) progress.worker_died(pid, status);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+    // What the dead worker was writing is nobody's now: removed at once, not an hour later.
+    const int removed = options.use_disk ? cache::DiskCache(options.dir).remove_temporaries_of(pid) : 0;
+    progress.worker_died(pid, describe_wait_status(status), removed);
   }
   munmap(next, sizeof(std::atomic<int>));
 }
 
 int warmup(int argc, char** argv) {
+  // A write past `ulimit -f` then fails (EFBIG): the cache removes its temporary and says why,
+  // instead of the signal ending a worker mid-write. The workers inherit this.
+  std::signal(SIGXFSZ, SIG_IGN);
   CommandLine cl(argc, argv, {"dry-run", "quiet", "memory-only"}, {"target", "config", "cache-dir", "jobs", "json"});
   if (!cl.positional().empty()) throw UsageError(fmt::format("unexpected argument '{}'", cl.positional()[0]));
   const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));

@@ -58,8 +58,10 @@ void Progress::draw_bar() const {
   std::fflush(stdout);
 }
 
-void Progress::worker_died(pid_t pid, int status) {
-  std::fprintf(stderr, "warmup worker %d ended abnormally (status %d)\n", int(pid), status);
+void Progress::worker_died(pid_t pid, const std::string& how, int temporaries_removed) {
+  std::fprintf(
+      stderr, "warmup worker %d ended abnormally (%s); its specs not reported are failed%s\n", int(pid), how.c_str(),
+      temporaries_removed > 0 ? fmt::format("; {} temporaries it left removed", temporaries_removed).c_str() : "");
 }
 
 int Progress::count(const char* status) const {

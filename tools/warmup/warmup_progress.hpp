@@ -24,7 +24,8 @@ class Progress {
   void record(const nlohmann::json& line);
   // A spec that is not attempted (its target cannot be compiled); said once per target.
   void refuse(std::size_t index, const std::string& why);
-  void worker_died(pid_t pid, int status);
+  // `how`: describe_wait_status's words ("signal 25 (File size limit exceeded: ...)").
+  void worker_died(pid_t pid, const std::string& how, int temporaries_removed);
   // Which compiled or cached specs are on disk (verified) at the end, and why the others are not.
   void check_stored(const std::string& dir, std::uint64_t max_bytes);
   void finish(unsigned long long cache_bytes, const std::string& dir, int jobs);
