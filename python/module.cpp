@@ -3,11 +3,13 @@
 // the cache's stat and verify (all without a GPU), and the group and epilogue calls
 // (group_binding.cpp).
 // Kernel warm-up runs the arfuse-warmup tool itself: python/arfuse/__init__.py.
+#include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
 #include <nlohmann/json.hpp>
 
+#include "arfuse/base/trusted_folder.hpp"
 #include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/error.hpp"
@@ -98,6 +100,26 @@ std::string modes() {
       .dump();
 }
 
+// The rule of base/trusted_folder.hpp for the Python package (the PyTorch ops' library and its
+// folder): an open descriptor of what `path` names, which the caller closes, or arfuse.Error
+// saying which component breaks which rule.
+int open_trusted_path(const std::string& path, const std::string& kind, bool create) {
+  std::string why;
+  if (kind == "private_folder") {
+    TrustedFolder folder;
+    if (!open_trusted_folder(path, create, folder, why)) throw Error(why);
+    return folder.fd.release();
+  }
+  if (create) throw Error("open_trusted: only a private_folder is created");
+  const Trusted trusted = kind == "folder"    ? Trusted::folder
+                          : kind == "file"    ? Trusted::file
+                          : kind == "program" ? Trusted::program
+                                              : throw Error(fmt::format("open_trusted: no kind '{}'", kind));
+  FileDescriptor fd;
+  if (!open_trusted(path, trusted, fd, why)) throw Error(why);
+  return fd.release();
+}
+
 std::string settings_table() {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& v : settings::all()) {
@@ -132,6 +154,9 @@ NB_MODULE(_arfuse, m) {
   m.def("cache_stat", &cache_stat, nb::arg("dir") = "", "Counts entries, bad entries and temporaries (JSON).");
   m.def("cache_verify", &cache_verify, nb::arg("dir") = "", "Checks every entry (JSON list).");
   m.def("modes", &modes, "The names of every quant, norm, scale_format and scale_layout (JSON).");
+  m.def("open_trusted", &open_trusted_path, nb::arg("path"), nb::arg("kind"), nb::arg("create") = false,
+        "An open descriptor of `path` once it and every folder above it pass arfuse's rule for what it loads or "
+        "runs (kind: private_folder, folder, file or program); raises Error naming the component at fault.");
   m.def("settings", &settings_table, "Every ARFUSE_* variable: name, type, default, meaning (JSON).");
   // Raises the exception that a C++ throw of `kind` becomes (tests of the mapping).
   m.def("_raise", [](const std::string& kind, const std::string& message) {

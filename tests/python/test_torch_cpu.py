@@ -405,7 +405,7 @@ def test_the_compiled_library_is_reused_and_never_loaded_from_a_folder_others_ca
     os.chmod(os.path.dirname(first), 0o777)
     elsewhere = torch_ops.build(tmp_path, quiet=True)
     assert elsewhere != first and not elsewhere.startswith(str(tmp_path)), elsewhere
-    assert "writable by another user" in capsys.readouterr().err
+    assert f"{os.path.dirname(first)} is writable by group or others (mode 777)" in capsys.readouterr().err
     shutil.rmtree(os.path.dirname(elsewhere))
 
 
@@ -415,3 +415,169 @@ def test_a_missing_compiler_is_unavailable_with_what_to_do(tmp_path, monkeypatch
     monkeypatch.setenv("CXX", "no-such-compiler-here")
     with pytest.raises(arfuse.Unavailable, match="set CXX"):
         torch_ops.build(tmp_path)
+
+
+def test_a_hidden_size_past_int32_is_refused_not_narrowed(handle):
+    for hidden in (2**32 + 4096, 2**31, 2**40):
+        x = torch.empty(1, hidden, dtype=torch.bfloat16, device="meta")
+        w = torch.empty(hidden, dtype=torch.bfloat16, device="meta")
+        with pytest.raises(ValueError, match=f"hidden size \\(its last dimension\\) is {hidden}"):
+            torch.ops.arfuse.rmsnorm_quant(x, x, w, 1e-6, aft.mode_code("fp8"))
+        with pytest.raises(ValueError, match=f"hidden size \\(its last dimension\\) is {hidden}"):
+            torch.ops.arfuse.allreduce_rmsnorm(handle, x, x, w, 1e-6, aft.mode_code("fp8"))
+
+
+# A stand-in for the C++ compiler: `--version` as the real one's (so the ops' folder is the real
+# one's), and for a compile, by $FAKE_CXX_MODE: "ok" writes a file at -o; "hang" writes part of
+# one, starts a child, records both pids and sleeps, as a compiler that hangs would.
+_FAKE_CXX = r"""#!/bin/sh
+if [ "$1" = --version ]; then exec c++ --version; fi
+out=
+while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
+if [ "$FAKE_CXX_MODE" = ok ]; then echo library > "$out"; exit 0; fi
+echo partial > "$out"
+sleep 600 &
+echo $$ $! > "$FAKE_CXX_PIDS"
+sleep 600
+"""
+
+
+def _fake_cxx(tmp_path, monkeypatch, mode):
+    path = tmp_path / "fake-c++"
+    path.write_text(_FAKE_CXX)
+    path.chmod(0o755)
+    monkeypatch.setenv("CXX", str(path))
+    monkeypatch.setenv("FAKE_CXX_MODE", mode)
+    monkeypatch.setenv("FAKE_CXX_PIDS", str(tmp_path / "pids"))
+    return path
+
+
+def _running(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _key_folder(cache):
+    from arfuse import torch_ops
+
+    return cache / "torch-ops" / torch_ops._key(torch, torch_ops._compiler())
+
+
+def test_a_hanging_compiler_is_stopped_at_the_timeout_with_everything_it_started(tmp_path, monkeypatch):
+    import time
+
+    from arfuse import torch_ops
+
+    _fake_cxx(tmp_path, monkeypatch, "hang")
+    start = time.monotonic()
+    with pytest.raises(arfuse.CompileError, match="did not finish in 2 s and was stopped"):
+        torch_ops.build(tmp_path / "cache", quiet=True, timeout=2)
+    assert time.monotonic() - start < 30
+    for pid in (tmp_path / "pids").read_text().split():
+        for _ in range(100):
+            if not _running(pid):
+                break
+            time.sleep(0.05)
+        assert not _running(pid), f"process {pid} the compiler started still runs"
+    folder = _key_folder(tmp_path / "cache")
+    assert sorted(os.listdir(folder)) == [".lock"]  # no partial library left, and the lock is free
+    torch_ops._lock(str(folder), 1)
+
+
+def test_a_process_waiting_for_another_compile_gives_up_at_the_timeout(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from arfuse import torch_ops
+
+    _fake_cxx(tmp_path, monkeypatch, "ok")
+    folder = _key_folder(tmp_path / "cache")
+    folder.mkdir(parents=True, mode=0o700)
+    (tmp_path / "cache").chmod(0o700)
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a'); "
+                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(600)",
+                               str(folder / ".lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(arfuse.CompileError, match="another process has been compiling"):
+            torch_ops.build(tmp_path / "cache", quiet=True, timeout=1)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_leftovers_of_a_killed_first_import_are_removed_by_the_next(tmp_path, monkeypatch):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from arfuse import torch_ops
+
+    _fake_cxx(tmp_path, monkeypatch, "hang")
+    cache = tmp_path / "cache"
+    importer = subprocess.Popen([sys.executable, "-c", "import sys; from arfuse import torch_ops; "
+                                 "torch_ops.build(sys.argv[1], quiet=True)", str(cache)])
+    folder = _key_folder(cache)
+    partial = folder / f".arfuse_torch_ops.so.{importer.pid}"
+    for _ in range(600):
+        if (tmp_path / "pids").exists() and partial.exists():
+            break
+        time.sleep(0.1)
+    importer.send_signal(signal.SIGKILL)  # the import dies mid-compile
+    importer.wait()
+    for pid in (tmp_path / "pids").read_text().split():
+        os.kill(int(pid), signal.SIGKILL)  # the compiler it started outlives it; not the point here
+    assert partial.exists()
+
+    monkeypatch.setenv("FAKE_CXX_MODE", "ok")
+    library = torch_ops.build(cache, quiet=True)
+    assert library == str(folder / "arfuse_torch_ops.so")
+    assert sorted(os.listdir(folder)) == [".lock", "arfuse_torch_ops.so"]
+
+
+def test_a_folder_at_the_librarys_name_is_replaced_with_a_word(tmp_path, monkeypatch, capsys):
+    from arfuse import torch_ops
+
+    _fake_cxx(tmp_path, monkeypatch, "ok")
+    folder = _key_folder(tmp_path / "cache")
+    (folder / "arfuse_torch_ops.so" / "inside").mkdir(parents=True)
+    library = torch_ops.build(tmp_path / "cache", quiet=True)
+    assert os.path.isfile(library) and open(library).read() == "library\n"
+    assert "removing a folder at" in capsys.readouterr().err
+
+
+def test_a_library_planted_below_a_folder_others_can_write_is_never_loaded(tmp_path):
+    """The whole first import, in a process of its own: the ops are compiled into a private
+    temporary folder, loaded from there, and that folder is gone once the process exits."""
+    import subprocess
+    import sys
+
+    from arfuse import torch_ops
+
+    public = tmp_path / "public"
+    public.mkdir()
+    public.chmod(0o777)  # as a shared folder without the sticky bit: anyone may rename what is in it
+    cache = public / "cache"
+    folder = _key_folder(cache)
+    folder.mkdir(parents=True, mode=0o700)
+    marker = tmp_path / "planted-ran"
+    source = tmp_path / "planted.c"
+    source.write_text('#include <stdio.h>\n__attribute__((constructor)) static void planted(void) '
+                      f'{{ FILE* f = fopen("{marker}", "w"); if (f) fclose(f); }}\n')
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(folder / "arfuse_torch_ops.so"), str(source)], check=True)
+    os.chmod(folder / "arfuse_torch_ops.so", 0o700)
+
+    done = subprocess.run([sys.executable, "-c", "import arfuse.torch, torch; "
+                           "assert hasattr(torch.ops.arfuse, 'rmsnorm_quant'); "
+                           "from arfuse import torch_ops; print(torch_ops._loaded)"],
+                          env={**os.environ, "ARFUSE_CACHE_DIR": str(cache)}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists(), "the planted library's constructor ran"
+    assert f"{public} is writable by group or others and not sticky" in done.stderr
+    loaded = done.stdout.strip()
+    assert not loaded.startswith(str(public)) and "arfuse-torch-ops-" in loaded
+    assert not os.path.exists(os.path.dirname(loaded)), "the private temporary folder outlived its process"

@@ -159,7 +159,15 @@ EpilogueMode decode_mode(int64_t code, int hidden) {
   return mode;
 }
 
-int concrete_hidden(const at::Tensor& input) { return int(input.sym_size(-1).guard_int(__FILE__, __LINE__)); }
+// Hidden as the runtime counts it (int), checked before it is narrowed: 2^32 + 4096 must not read
+// as 4096.
+int concrete_hidden(const at::Tensor& input) {
+  const int64_t hidden = input.sym_size(-1).guard_int(__FILE__, __LINE__);
+  if (hidden < 1 || hidden > INT32_MAX)
+    bad_argument("input's hidden size (its last dimension) is ", hidden, "; arfuse takes 1 to ", INT32_MAX,
+                 " (and the mode's own limits)");
+  return int(hidden);
+}
 
 // The columns of out: hidden, or hidden rounded up to a multiple of pad_to_multiple.
 int64_t out_width(int64_t hidden, const EpilogueMode& mode, int64_t pad_to_multiple) {
@@ -335,7 +343,7 @@ arfuse::AllreduceRmsnormArgs epilogue_args(const at::Tensor& input, const at::Te
   a.scales = static_cast<float*>(address(o.scales));
   a.mirror = address(o.mirror);
   a.tokens = int_count("input's row count", rows_of(input));
-  a.hidden = int(input.size(-1));
+  a.hidden = concrete_hidden(input);
   a.dtype = arfuse_dtype("input's dtype", input.scalar_type());
   a.mode = e.mode;
   if (arfuse::is_static_fp8(e.mode.quant)) a.static_scale = e.scale;
@@ -343,8 +351,8 @@ arfuse::AllreduceRmsnormArgs epilogue_args(const at::Tensor& input, const at::Te
   a.pdl = pdl;
   a.input_stride = int_count("input's row stride", e.input_stride);
   a.residual_in_stride = int_count("residual's row stride", e.residual_stride);
-  a.residual_out_stride = int(residual_out_stride);
-  a.out_width = int(e.width);
+  a.residual_out_stride = int_count("residual_out's row stride", residual_out_stride);
+  a.out_width = int_count("out's row width", e.width);
   return a;
 }
 
@@ -397,7 +405,7 @@ at::Tensor allreduce(int64_t comm, const at::Tensor& input, bool pdl) {
     a.input_stride = int_count("input's row stride", stride);
     a.out = out.data_ptr();
     a.tokens = int_count("input's row count", rows_of(input));
-    a.hidden = int(input.size(-1));
+    a.hidden = concrete_hidden(input);
     a.dtype = arfuse_dtype("input's dtype", input.scalar_type());
     a.pdl = pdl;
     raise_if(calls().allreduce(&info, &a, current_stream(input.device())));
@@ -446,7 +454,7 @@ std::tuple<at::Tensor, at::Tensor> group_quant(const at::Tensor& input, int64_t 
     a.out = address(o.out);
     a.scales = address(o.scales);
     a.tokens = int_count("input's row count", rows_of(input));
-    a.hidden = int(input.size(-1));
+    a.hidden = concrete_hidden(input);
     a.dtype = arfuse_dtype("input's dtype", input.scalar_type());
     a.mode = mode;
     if (arfuse::is_static_fp8(q)) a.static_scale = scale_address;
