@@ -240,7 +240,7 @@ std::vector<double> time_calls(PyGroup& g, int calls, const std::vector<RankCall
 }
 
 void bind_group_class(nb::module_& m) {
-  nb::class_<PyGroup>(m, "Group", "A group of ranks (runtime/group.hpp); python/arfuse/torch.py wraps it.")
+  nb::class_<PyGroup>(m, "Group", "A group of ranks (include/arfuse/group.hpp); python/arfuse/torch.py wraps it.")
       .def_prop_ro("world", [](PyGroup& g) { return g.group().world(); })
       .def_prop_ro("local_ranks", [](PyGroup& g) { return g.group().local_ranks(); })
       .def_prop_ro("max_tokens", [](PyGroup& g) { return g.group().max_tokens(); })

@@ -5,10 +5,12 @@
 #   - no tracked file speaks of how the product was developed: numbered development rounds or
 #     sessions, issue numbers, who lent which machine, the diary of measurements, paths of a build
 #     environment, and (in Markdown) commit hashes;
+#   - every repository path a code file names (in a comment, docstring or message) exists;
 #   - README's C++ quick start is examples/quickstart.cpp, character for character;
 #   - with --tools DIR: each tool's --help lists exactly the options docs/tools.md gives it.
 # --self-test runs the checks on a copy of the tree, then on copies with a planted development
-# word, a dead link and a 201-line README, and fails unless the first passes and the others fail.
+# word, a dead link, a comment naming a missing file and a 201-line README, and fails unless the
+# first passes and the others fail.
 # Usage: scripts/check-docs.sh [--root DIR] [--tools DIR] [--self-test]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +20,7 @@ while [ $# -gt 0 ]; do
     --root) root=$(cd "${2:?--root takes a folder}" && pwd); shift 2 ;;
     --tools) tools=$(cd "${2:?--tools takes a folder}" && pwd); shift 2 ;;
     --self-test) self_test=1; shift ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "check-docs.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -45,6 +47,8 @@ if [ "$self_test" = 1 ]; then
   expect fail "a development-round word" word
   copy link && echo "See [the missing page](docs/missing.md)." >> "$work/link/README.md" && (cd "$work/link" && git add -A)
   expect fail "a dead link" link
+  copy path && echo "// The rest is in arfuse/jit/no_such_file.cpp." >> "$work/path/arfuse/jit/render.cpp" && (cd "$work/path" && git add -A)
+  expect fail "a comment naming a file that is not there" path
   copy long && lines=$(wc -l < "$work/long/README.md") &&
     for _ in $(seq "$lines" 200); do echo >> "$work/long/README.md"; done && (cd "$work/long" && git add -A)
   expect fail "a 201-line README" long
@@ -97,6 +101,34 @@ for f in files:
             m = commit_hash.search(line)
             if m:
                 failures.append(f"{f}:{n}: a commit hash: '{m.group(0)}'")
+
+# Repository paths named in code, comments, docstrings and messages must exist. A path counts when
+# it has a folder and its first folder is one of the repository's (arfuse/jit/x.cpp, or
+# runtime/x.hpp inside arfuse/); it resolves when some file or folder of the tree ends with it.
+own_folders = set()
+for f in files:
+    parts = f.split("/")[:-1]
+    own_folders.update(parts)
+tree = set(files)
+for f in files:
+    parts = f.split("/")
+    tree.update("/".join(parts[:i]) for i in range(1, len(parts)))
+repo_path = re.compile(r"(?<![\w./:-])((?:[A-Za-z_][\w-]*/)+[\w-]+\.(?:cpp|hpp|cuh|py|sh|md|cmake|json|txt))(?![\w/]|\.\w)")
+placeholder = re.compile(r"(?:^|/)(?:x|[A-Z]+)(?:/|\.)")  # arfuse/LAYER/x.hpp: a pattern, not a file
+source_kinds = (".cpp", ".hpp", ".cuh", ".py", ".sh", ".cmake", ".txt", ".toml")
+for f in files:
+    if f in exempt or not f.endswith(source_kinds):
+        continue
+    try:
+        text = open(os.path.join(root, f), encoding="utf-8").read()
+    except UnicodeDecodeError:
+        continue
+    for n, line in enumerate(text.split("\n"), 1):
+        for path in repo_path.findall(line):
+            if path.split("/")[0] not in own_folders or "#include" in line or placeholder.search(path):
+                continue  # another project's path, or an include the compiler checks
+            if not any(t == path or t.endswith("/" + path) for t in tree):
+                failures.append(f"{f}:{n}: names {path}, which is not in the repository")
 
 # Relative links of the Markdown pages a reader follows.
 link = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")

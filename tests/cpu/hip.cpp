@@ -2,7 +2,7 @@
 // table binds, every entry point that needs a device fails with Unavailable naming the library
 // and its version, HIP error codes become DeviceError with HIP's names, gcnArchName parsing,
 // and the backend choice. The [gpu] suites run through the same backend on the H200 with
-// HIP_OVER_CUDA_FOR_TESTS=1 (tests/hip_over_cuda.hpp).
+// HIP_OVER_CUDA_FOR_TESTS=1 (tests/support/hip_over_cuda.hpp).
 #include <cstdlib>
 #include <string>
 

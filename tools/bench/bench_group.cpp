@@ -315,7 +315,7 @@ void bench_tune(const CommandLine& cl) {
   std::ofstream out(path);
   if (!(out << table.dump(2) << "\n")) throw Error(fmt::format("cannot write the tuning table to {}", path));
   jit::TuningTable::parse(table.dump(), path);  // what we wrote must load
-  std::printf("\nwrote %s (load it with ARFUSE_TUNING=%s, or embed it in runtime/tuning.cpp)\n", path.c_str(),
+  std::printf("\nwrote %s (load it with ARFUSE_TUNING=%s, or embed it in arfuse/jit/tuning.cpp)\n", path.c_str(),
               path.c_str());
 }
 

@@ -1,6 +1,6 @@
 // torch.ops.arfuse.*: arfuse's calls as PyTorch operators registered in C++, so that an eager call
 // runs no Python between the dispatcher and the kernel launch. arfuse.torch compiles this file
-// against the torch it imports (arfuse/torch_ops/build.py) and hands it the call table of
+// against the torch it imports (arfuse/torch_ops/__init__.py) and hands it the call table of
 // arfuse._arfuse (op_table.hpp), which owns the communicators; it links no arfuse library.
 //
 // Each op checks its tensors here (messages name the argument), validates the mode once through
