@@ -1,12 +1,12 @@
 # Writes OUTPUT: a C++ file holding the bytes of every template in TEMPLATE_DIR, so the
 # library carries its kernel sources. Run with cmake -P at build time.
-file(GLOB TEMPLATES ${TEMPLATE_DIR}/*.cuh)
+file(GLOB_RECURSE TEMPLATES ${TEMPLATE_DIR}/*.cuh)
 list(SORT TEMPLATES)
 set(body "")
 set(table "")
 set(index 0)
 foreach(path IN LISTS TEMPLATES)
-  get_filename_component(name "${path}" NAME)
+  file(RELATIVE_PATH name "${TEMPLATE_DIR}" "${path}")  # quant/nvfp4.cuh: the name includes use
   file(READ "${path}" hex HEX)
   string(LENGTH "${hex}" hex_length)
   math(EXPR size "${hex_length} / 2")
