@@ -17,8 +17,7 @@ if ! command -v clang++ >/dev/null 2>&1; then
   exit 0
 fi
 build=${FUZZ_BUILD_DIR:-build-fuzz}
-CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DARFUSE_FUZZ=ON -DARFUSE_SANITIZE=ON \
-  -DARFUSE_BUILD_TESTS=OFF -DARFUSE_BUILD_TOOLS=OFF -DARFUSE_INSTALL=OFF >/dev/null
+cmake --preset fuzz -B "$build" >/dev/null  # clang, sanitized, the fuzz targets only: CMakePresets.json
 cmake --build "$build" -j"$(nproc)" --target arfuse-fuzz-entry arfuse-fuzz-footprint
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 for reader in entry footprint; do

@@ -17,7 +17,7 @@ if [ -n "${ARFUSE_DEBS:-}" ]; then
   prefix=(-DCMAKE_PREFIX_PATH="$ARFUSE_DEPS_PREFIX")
 fi
 export ARFUSE_CACHE_DIR=${ARFUSE_CACHE_DIR:-$PWD/build-gpu/cache}
-if ! { cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release "${prefix[@]}" -DARFUSE_BUILD_TESTS=ON >"$ARFUSE_LOG_DIR/cmake.log" 2>&1 &&
+if ! { cmake --preset gpu "${prefix[@]}" >"$ARFUSE_LOG_DIR/cmake.log" 2>&1 &&
        cmake --build build-gpu -j"$(nproc)" >"$ARFUSE_LOG_DIR/build.log" 2>&1; }; then
   tail -40 "$ARFUSE_LOG_DIR/cmake.log" "$ARFUSE_LOG_DIR/build.log"
   return 1 2>/dev/null || exit 1

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${ASAN_BUILD_DIR:-build-asan}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DARFUSE_SANITIZE=ON >/dev/null
+cmake --preset asan -B "$build" >/dev/null  # CMakePresets.json
 cmake --build "$build" -j"$(nproc)" --target arfuse-tests arfuse-warmup arfuse-cache arfuse-bench
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1

@@ -25,12 +25,12 @@ constexpr std::size_t kMaxConfigBytes = 4 << 20;
 
 // The text of the configuration file at `path`: a regular file of at most kMaxConfigBytes. False
 // with `why` otherwise.
-ARFUSE_API bool read_config_file(const std::string& path, std::string& text, std::string& why);
+bool read_config_file(const std::string& path, std::string& text, std::string& why);
 
 // False with `why` (the parser's message, or the nesting bound) when `text` is not one JSON value
 // nested at most kMaxJsonDepth deep.
-ARFUSE_API bool parse_json(std::string_view text, nlohmann::json& out, std::string& why);
+bool parse_json(std::string_view text, nlohmann::json& out, std::string& why);
 // The same for MessagePack bytes.
-ARFUSE_API bool parse_msgpack(const std::vector<std::uint8_t>& bytes, nlohmann::json& out, std::string& why);
+bool parse_msgpack(const std::vector<std::uint8_t>& bytes, nlohmann::json& out, std::string& why);
 
 }  // namespace arfuse

@@ -13,7 +13,7 @@ namespace arfuse {
 
 using Digest = std::array<std::uint8_t, 32>;
 
-class ARFUSE_API Sha256 {
+class Sha256 {
  public:
   Sha256();
   Sha256& update(const void* data, std::size_t size);
@@ -30,11 +30,11 @@ class ARFUSE_API Sha256 {
   std::uint64_t total_bytes_ = 0;
 };
 
-ARFUSE_API Digest sha256(const void* data, std::size_t size);
+Digest sha256(const void* data, std::size_t size);
 // HMAC-SHA256 (RFC 2104): the bootstrap's proof of a shared secret.
-ARFUSE_API Digest hmac_sha256(std::string_view key, std::string_view message);
+Digest hmac_sha256(std::string_view key, std::string_view message);
 // Compares without an early exit, so the time taken does not tell how much matched.
-ARFUSE_API bool equal_in_constant_time(const Digest& a, const Digest& b);
-ARFUSE_API std::string to_hex(const Digest& digest);
+bool equal_in_constant_time(const Digest& a, const Digest& b);
+std::string to_hex(const Digest& digest);
 
 }  // namespace arfuse

@@ -29,6 +29,6 @@ ProcessResult run_process(const std::vector<std::string>& argv, std::chrono::mil
 
 // How a wait status reads: "exit 3", "signal 9 (Killed)", "signal 25 (File size limit exceeded:
 // a file reached the size limit, ulimit -f)".
-ARFUSE_API std::string describe_wait_status(int status);
+std::string describe_wait_status(int status);
 
 }  // namespace arfuse

@@ -29,7 +29,7 @@ namespace arfuse::cache {
 constexpr std::uint32_t kCacheFormatVersion = 1;
 constexpr char kEntryMagic[8] = {'A', 'R', 'F', 'U', 'S', 'E', '\0', 'E'};
 
-struct ARFUSE_API EntryHeader {
+struct EntryHeader {
   char magic[8];
   std::uint32_t format_version;
   std::uint32_t lowered_name_size;
@@ -45,7 +45,7 @@ static_assert(offsetof(EntryHeader, payload_size) == 24, "cache entry header lay
 static_assert(offsetof(EntryHeader, key) == 32, "cache entry header layout");
 static_assert(offsetof(EntryHeader, header_sha256) == 96, "cache entry header layout");
 
-struct ARFUSE_API CacheEntry {
+struct CacheEntry {
   Digest key{};
   std::string lowered_name;
   std::string metadata;  // JSON: {"spec": ..., "compiler": ..., ...}
@@ -59,14 +59,14 @@ constexpr std::uint64_t kMaxLoweredNameBytes = 64u << 10;
 constexpr std::uint64_t kMaxMetadataBytes = 1u << 20;
 constexpr std::uint64_t kMaxPayloadBytes = 256u << 20;
 
-ARFUSE_API std::vector<std::uint8_t> serialize(const CacheEntry& entry);
+std::vector<std::uint8_t> serialize(const CacheEntry& entry);
 
 // Checks the fixed header alone: magic, version, and every size field against the bounds above;
 // on success `entry_size` is the exact file size the header promises (no arithmetic can wrap).
-ARFUSE_API bool parse_header(const std::uint8_t (&bytes)[sizeof(EntryHeader)], EntryHeader& header,
-                             std::uint64_t& entry_size, std::string& problem);
+bool parse_header(const std::uint8_t (&bytes)[sizeof(EntryHeader)], EntryHeader& header, std::uint64_t& entry_size,
+                  std::string& problem);
 
 // Parses and verifies every field; on any problem returns false and says why in `problem`.
-ARFUSE_API bool deserialize(const std::vector<std::uint8_t>& bytes, CacheEntry& entry, std::string& problem);
+bool deserialize(const std::vector<std::uint8_t>& bytes, CacheEntry& entry, std::string& problem);
 
 }  // namespace arfuse::cache

@@ -21,10 +21,7 @@
 namespace arfuse::cache {
 namespace {
 
-constexpr const char* kSuffix = ".arfuse";
 constexpr const char* kTemporaryPrefix = ".tmp-";
-
-std::string hex32(const Digest& d) { return to_hex(d).substr(0, 32); }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -83,15 +80,6 @@ void DiskCache::disable_writes(const std::string& why, const std::string& path) 
             fmt::format("kernel cache {}: {} ({}); new kernels are kept in memory only", dir_, why, path));
 }
 
-std::string DiskCache::entry_name(const Digest& source, const Digest& full) {
-  return hex32(source) + "-" + hex32(full) + kSuffix;
-}
-
-bool DiskCache::name_matches_key(const std::string& file_name, const Digest& full) {
-  const size_t dash = file_name.find('-');
-  return dash != std::string::npos && file_name.compare(dash + 1, 32, hex32(full)) == 0;
-}
-
 CheckedEntry DiskCache::check(const std::string& file_name) const {
   CheckedEntry c;
   if (!folder_.valid()) {
@@ -100,7 +88,7 @@ CheckedEntry DiskCache::check(const std::string& file_name) const {
     return c;
   }
   c.outcome = read_entry_at(folder_.get(), file_name, c.entry, c.problem);
-  if (c.ok() && !name_matches_key(file_name, c.entry.key)) {
+  if (c.ok() && !file_name_carries(file_name, c.entry.key)) {
     c.outcome = ReadOutcome::bad;
     c.problem = "key in the header does not match the file name";
   }
@@ -141,16 +129,25 @@ std::optional<CacheEntry> DiskCache::load_verified(const std::string& file_name,
   return std::move(c.entry);
 }
 
+std::optional<CacheEntry> DiskCache::find(const KernelKey& key) {
+  return key.has_compiler ? get_named(key.file, key.full) : get_newest(key.file_prefix);
+}
+
 std::optional<CacheEntry> DiskCache::get(const Digest& source, const Digest& full) {
+  return get_named(entry_file_name(source, full), full);
+}
+
+std::optional<CacheEntry> DiskCache::get_any(const Digest& source) { return get_newest(entry_file_prefix(source)); }
+
+std::optional<CacheEntry> DiskCache::get_named(const std::string& file_name, const Digest& full) {
   if (!readable_) return std::nullopt;
-  auto e = load_verified(entry_name(source, full), &full);
+  auto e = load_verified(file_name, &full);
   ++(e ? hits_ : misses_);
   return e;
 }
 
-std::optional<CacheEntry> DiskCache::get_any(const Digest& source) {
+std::optional<CacheEntry> DiskCache::get_newest(const std::string& prefix) {
   if (!readable_) return std::nullopt;
-  const std::string prefix = hex32(source) + "-";
   std::vector<EntryInfo> candidates;
   for (auto& info : list()) {
     if (info.file_name.compare(0, prefix.size(), prefix) == 0) candidates.push_back(info);
@@ -179,9 +176,14 @@ bool DiskCache::publish(const std::string& temp_name, const std::string& final_n
   return false;
 }
 
+bool DiskCache::store(const KernelKey& key, const CacheEntry& entry) { return put_named(key.file, entry); }
+
 bool DiskCache::put(const Digest& source, const CacheEntry& entry) {
+  return put_named(entry_file_name(source, entry.key), entry);
+}
+
+bool DiskCache::put_named(const std::string& final_name, const CacheEntry& entry) {
   if (!writable_) return false;
-  const std::string final_name = entry_name(source, entry.key);
   const std::string temp_name = kTemporaryPrefix + final_name + "." + unique_suffix();
   const auto bytes = serialize(entry);
   int fd = system_calls().openat(folder_.get(), temp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
@@ -219,7 +221,7 @@ FolderContents DiskCache::scan() const {
   while (dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     const bool temporary = name.compare(0, std::strlen(kTemporaryPrefix), kTemporaryPrefix) == 0;
-    if (!temporary && (name.empty() || name[0] == '.' || !ends_with(name, kSuffix))) continue;
+    if (!temporary && (name.empty() || name[0] == '.' || !ends_with(name, kEntrySuffix))) continue;
     EntryInfo info;
     info.path = dir_ + "/" + name;
     info.file_name = name;

@@ -18,6 +18,7 @@
 #include "arfuse/base/trusted_folder.hpp"
 #include "arfuse/cache.hpp"
 #include "arfuse/cache/cache_entry.hpp"
+#include "arfuse/cache/cache_key.hpp"
 #include "arfuse/cache/entry_file.hpp"
 #include "arfuse/error.hpp"
 
@@ -30,14 +31,14 @@ constexpr std::int64_t kStaleTemporaryAgeSeconds = 3600;
 // Whether nothing is at `dir` (false also when it cannot be looked at: opening it then says why).
 // Opening a cache creates its folder, so the commands that only read check this first: a mistyped
 // path is reported, not created and read as an empty cache.
-ARFUSE_API bool cache_folder_missing(const std::string& dir);
+bool cache_folder_missing(const std::string& dir);
 
 // Whether `dir` can hold a cache: created (0700) if missing, a folder of this user that nobody
 // else may write, below folders only root or this user control. False with the reason
 // otherwise. Says nothing itself.
-ARFUSE_API bool usable_cache_folder(const std::string& dir, std::string& why);
+bool usable_cache_folder(const std::string& dir, std::string& why);
 
-struct ARFUSE_API EntryInfo {
+struct EntryInfo {
   std::string path;  // folder and name, for messages (files are opened by name in the open folder)
   std::string file_name;
   std::uint64_t bytes = 0;
@@ -46,25 +47,25 @@ struct ARFUSE_API EntryInfo {
 };
 
 // What a cache folder holds, read in one pass.
-struct ARFUSE_API FolderContents {
+struct FolderContents {
   std::vector<EntryInfo> entries;      // named like an entry, of any kind
   std::vector<EntryInfo> temporaries;  // .tmp-*
   std::uint64_t bytes() const;         // what the size cap counts
 };
 
 // One entry checked: readable, verified, and its header's key is the one its name carries.
-struct ARFUSE_API CheckedEntry {
+struct CheckedEntry {
   ReadOutcome outcome = ReadOutcome::missing;
   std::string problem;
   CacheEntry entry;
   bool ok() const { return outcome == ReadOutcome::ok; }
 };
 
-struct ARFUSE_API DiskCacheStats {
+struct DiskCacheStats {
   std::uint64_t hits = 0, misses = 0, rejected = 0, writes = 0, evictions = 0;
 };
 
-class ARFUSE_API DiskCache {
+class DiskCache {
  public:
   explicit DiskCache(std::string dir = default_cache_dir(), std::uint64_t max_bytes = default_max_bytes());
   ~DiskCache();  // out of line: libarfuse closes the folder
@@ -75,11 +76,15 @@ class ARFUSE_API DiskCache {
   bool writable() const { return writable_; }
   const std::string& problem() const { return problem_; }
 
-  // The entry with exactly this key, verified; a bad one is removed and counted as rejected.
+  // The entry `key` names, verified (a bad one is removed and counted as rejected); without a
+  // compiler in the key, the newest valid entry of its source from any compiler.
+  std::optional<CacheEntry> find(const KernelKey& key);
+  // Publishes atomically under the name `key` gives; on failure warns once and carries on
+  // without the disk.
+  bool store(const KernelKey& key, const CacheEntry& entry);
+  // The same by digests: the entry with exactly this key; the newest of this source; a put.
   std::optional<CacheEntry> get(const Digest& source, const Digest& full);
-  // The newest valid entry for this source from any compiler (for a process without one).
   std::optional<CacheEntry> get_any(const Digest& source);
-  // Publishes atomically; on failure warns once and carries on without the disk.
   bool put(const Digest& source, const CacheEntry& entry);
 
   // Everything named like an entry, whatever kind of file it is, sorted by name.
@@ -109,12 +114,11 @@ class ARFUSE_API DiskCache {
   // with `why` when something stays.
   bool remove(const std::string& file_name, std::string& why);
 
-  static std::string entry_name(const Digest& source, const Digest& full);
-  // Whether an entry file's name carries this full key (a renamed or copied file does not).
-  static bool name_matches_key(const std::string& file_name, const Digest& full);
-
  private:
   std::optional<CacheEntry> load_verified(const std::string& file_name, const Digest* expected_key);
+  std::optional<CacheEntry> get_named(const std::string& file_name, const Digest& full);
+  std::optional<CacheEntry> get_newest(const std::string& file_prefix);
+  bool put_named(const std::string& final_name, const CacheEntry& entry);
   void remove_bad(const std::string& file_name, const std::string& problem);
   bool publish(const std::string& temp_name, const std::string& final_name, int& error);
   FolderContents scan() const;

@@ -19,6 +19,6 @@ enum class ReadOutcome { ok, missing, bad };
 
 // Reads entry `name` of the open folder `dir`; `problem` says why the file is bad (or that it is
 // missing).
-ARFUSE_API ReadOutcome read_entry_at(int dir, const std::string& name, CacheEntry& entry, std::string& problem);
+ReadOutcome read_entry_at(int dir, const std::string& name, CacheEntry& entry, std::string& problem);
 
 }  // namespace arfuse::cache

@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include "arfuse/base/bounded_json.hpp"
-#include "arfuse/cache/cache_key.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/settings.hpp"
 
@@ -16,17 +15,6 @@ namespace arfuse::cache {
 namespace {
 
 bool compile_disabled_by_env() { return !settings::on_off("ARFUSE_COMPILE", true); }
-
-std::string metadata_for(const jit::Source& s, const std::string& compiler) {
-  nlohmann::json templates = nlohmann::json::object();
-  for (const auto& t : s.templates) templates[t.name] = to_hex(sha256(t.text.data(), t.text.size()));
-  return nlohmann::json{{"spec", s.spec.text()},
-                        {"compiler", compiler},
-                        {"name_expression", s.name_expression},
-                        {"options", s.options},
-                        {"templates", templates}}
-      .dump();
-}
 
 }  // namespace
 
@@ -55,31 +43,33 @@ std::shared_ptr<const jit::Compiler> KernelCache::compiler(const Target& target)
   return jit::compiler_for(target);
 }
 
+// The walk of a request: render, the compiler (once), the key (cache_key.cpp, every name at
+// once), the memory layer here, then produce: the disk, the compiler, the disk again.
 CompiledKernel KernelCache::get(const jit::KernelSpec& spec) {
   const jit::Source source = jit::render(spec);
   std::shared_ptr<const jit::Compiler> backend;
-  std::string unavailable;
-  try {
-    backend = compiler(source.spec.target);
-  } catch (const Unavailable& e) {
-    unavailable = e.what();
+  std::string unavailable = "compiling is disabled (ARFUSE_COMPILE=0 or CacheOptions::allow_compile)";
+  if (options_.allow_compile) {
+    try {
+      backend = jit::compiler_for(source.spec.target);  // UnsupportedTarget passes: a compiler refuses the target
+    } catch (const Unavailable& e) {
+      unavailable = e.what();
+    }
   }
-  const Digest source_digest = source_key(source);
-  const std::string memory_key =
-      backend ? to_hex(full_key(source_digest, backend->identity())) : "any:" + to_hex(source_digest);
+  const KernelKey key = kernel_key(source, backend ? &backend->identity() : nullptr);
 
   std::shared_future<std::shared_ptr<const CompiledKernel>> future;
   std::promise<std::shared_ptr<const CompiledKernel>> promise;
   bool producer = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = memory_.find(memory_key);
+    auto it = memory_.find(key.memory);
     if (it != memory_.end()) {
       future = it->second;
       ++memory_hits_;
     } else {
       future = promise.get_future().share();
-      memory_.emplace(memory_key, future);
+      memory_.emplace(key.memory, future);
       producer = true;
     }
   }
@@ -89,42 +79,26 @@ CompiledKernel KernelCache::get(const jit::KernelSpec& spec) {
     return hit;
   }
   try {
-    std::shared_ptr<const CompiledKernel> result;
-    if (backend) {
-      result = produce(source, source_digest, *backend);
-    } else {
-      auto entry = disk_ ? disk_->get_any(source_digest) : std::nullopt;
-      if (!entry) {
-        throw Unavailable(fmt::format("{} is not in the kernel cache{} and cannot be compiled: {}", source.spec.text(),
-                                      disk_ ? " (" + disk_->dir() + ")" : "", unavailable));
-      }
-      auto k = std::make_shared<CompiledKernel>();
-      k->spec = source.spec, k->block = source.block, k->entry = std::move(*entry), k->origin = CodeOrigin::disk;
-      k->source_digest = source_digest;
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++disk_hits_;
-      result = k;
-    }
+    std::shared_ptr<const CompiledKernel> result = produce(source, key, backend.get(), unavailable);
     promise.set_value(result);
     return *result;
   } catch (...) {
     promise.set_exception(std::current_exception());
     std::lock_guard<std::mutex> lock(mutex_);
-    memory_.erase(memory_key);  // a later call may try again (e.g. after a disk fix)
+    memory_.erase(key.memory);  // a later call may try again (e.g. after a disk fix)
     throw;
   }
 }
 
-std::shared_ptr<const CompiledKernel> KernelCache::produce(const jit::Source& source, const Digest& source_digest,
-                                                           const jit::Compiler& backend) {
-  jit::require_target(backend, source.spec.target);
-  const Digest key = full_key(source_digest, backend.identity());
+std::shared_ptr<const CompiledKernel> KernelCache::produce(const jit::Source& source, const KernelKey& key,
+                                                           const jit::Compiler* backend,
+                                                           const std::string& unavailable) {
   auto k = std::make_shared<CompiledKernel>();
   k->spec = source.spec;
   k->block = source.block;
-  k->source_digest = source_digest;
+  k->key = key;
   if (disk_) {
-    if (auto entry = disk_->get(source_digest, key)) {
+    if (auto entry = disk_->find(key)) {
       k->entry = std::move(*entry);
       k->origin = CodeOrigin::disk;
       std::lock_guard<std::mutex> lock(mutex_);
@@ -132,14 +106,18 @@ std::shared_ptr<const CompiledKernel> KernelCache::produce(const jit::Source& so
       return k;
     }
   }
-  jit::CompiledCode code = backend.compile(source);
-  k->entry.key = key;
+  if (backend == nullptr) {
+    throw Unavailable(fmt::format("{} is not in the kernel cache{} and cannot be compiled: {}", source.spec.text(),
+                                  disk_ ? " (" + disk_->dir() + ")" : "", unavailable));
+  }
+  jit::CompiledCode code = backend->compile(source);
+  k->entry.key = key.full;
   k->entry.lowered_name = code.lowered_name;
-  k->entry.metadata = metadata_for(source, backend.identity());
+  k->entry.metadata = key.metadata;
   k->entry.payload = std::move(code.payload);
   k->compile_log = std::move(code.log);
   k->origin = CodeOrigin::compiled;
-  if (disk_) disk_->put(source_digest, k->entry);
+  if (disk_) disk_->store(key, k->entry);
   std::lock_guard<std::mutex> lock(mutex_);
   ++compiled_;
   return k;

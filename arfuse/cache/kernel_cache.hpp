@@ -12,6 +12,7 @@
 #include <string>
 
 #include "arfuse/cache.hpp"
+#include "arfuse/cache/cache_key.hpp"
 #include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/jit/compiler.hpp"
@@ -20,26 +21,26 @@
 namespace arfuse::cache {
 
 enum class CodeOrigin { memory, disk, compiled };
-ARFUSE_API const char* to_string(CodeOrigin origin);
+const char* to_string(CodeOrigin origin);
 
 // The spec an entry's metadata names (the KernelCache writes it), or "" when the metadata is not
 // that JSON: an entry is checked by its checksums, not by what its metadata says.
-ARFUSE_API std::string spec_of(const CacheEntry& entry);
+std::string spec_of(const CacheEntry& entry);
 
-struct ARFUSE_API CompiledKernel {
+struct CompiledKernel {
   jit::KernelSpec spec;
   jit::BlockShape block{};
-  Digest source_digest{};  // with entry.key, names the entry on disk (DiskCache::entry_name)
+  KernelKey key;  // what names it in memory and on disk (cache_key.hpp)
   CacheEntry entry;
   CodeOrigin origin = CodeOrigin::compiled;
   std::string compile_log;
 };
 
-struct ARFUSE_API KernelCacheStats {
+struct KernelCacheStats {
   std::uint64_t memory_hits = 0, disk_hits = 0, compiled = 0;
 };
 
-class ARFUSE_API KernelCache {
+class KernelCache {
  public:
   explicit KernelCache(CacheOptions options = {});
 
@@ -54,8 +55,10 @@ class ARFUSE_API KernelCache {
   std::shared_ptr<const jit::Compiler> compiler(const Target& target);
 
  private:
-  std::shared_ptr<const CompiledKernel> produce(const jit::Source& source, const Digest& source_digest,
-                                                const jit::Compiler& backend);
+  // The kernel from disk, or compiled by `backend` and stored; without a backend only from disk,
+  // else Unavailable saying why there is none (`unavailable`).
+  std::shared_ptr<const CompiledKernel> produce(const jit::Source& source, const KernelKey& key,
+                                                const jit::Compiler* backend, const std::string& unavailable);
 
   CacheOptions options_;
   std::unique_ptr<DiskCache> disk_;

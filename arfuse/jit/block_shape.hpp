@@ -7,7 +7,7 @@
 
 namespace arfuse::jit {
 
-struct ARFUSE_API BlockShape {
+struct BlockShape {
   int threads;             // a multiple of the warp size, at most 512
   int vectors_per_thread;  // 16-byte vectors (8 elements) per thread
 };

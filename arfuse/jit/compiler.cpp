@@ -26,20 +26,26 @@ void require_target(const Compiler& compiler, const Target& target) {
 }
 
 std::shared_ptr<const Compiler> compiler_for(const Target& target) {
-  if (target.vendor() == Vendor::nvidia) return nvrtc_compiler();
-  std::string hiprtc_refusal;
-  try {
-    auto hiprtc = hiprtc_compiler();
-    if (hiprtc->supports(target)) return hiprtc;
-    hiprtc_refusal = fmt::format("{} does not know {}", hiprtc->identity(), target.name());
-  } catch (const Unavailable& e) {
-    hiprtc_refusal = e.what();
+  std::shared_ptr<const Compiler> chosen;
+  if (target.vendor() == Vendor::nvidia) {
+    chosen = nvrtc_compiler();
+  } else {
+    std::string hiprtc_refusal;
+    try {
+      auto hiprtc = hiprtc_compiler();
+      if (hiprtc->supports(target)) return hiprtc;
+      hiprtc_refusal = fmt::format("{} does not know {}", hiprtc->identity(), target.name());
+    } catch (const Unavailable& e) {
+      hiprtc_refusal = e.what();
+    }
+    try {
+      chosen = amd_clang_compiler();
+    } catch (const Unavailable& e) {
+      throw UnsupportedTarget(fmt::format("no compiler for {}: {}; and {}", target.name(), hiprtc_refusal, e.what()));
+    }
   }
-  try {
-    return amd_clang_compiler();
-  } catch (const Unavailable& e) {
-    throw UnsupportedTarget(fmt::format("no compiler for {}: {}; and {}", target.name(), hiprtc_refusal, e.what()));
-  }
+  require_target(*chosen, target);
+  return chosen;
 }
 
 }  // namespace arfuse::jit

@@ -13,13 +13,13 @@
 
 namespace arfuse::jit {
 
-struct ARFUSE_API CompiledCode {
+struct CompiledCode {
   std::vector<std::uint8_t> payload;  // cubin (NVIDIA) or AMD code object
   std::string lowered_name;           // the mangled kernel name to look up in the module
   std::string log;                    // compiler messages, kept even on success
 };
 
-class ARFUSE_API Compiler {
+class Compiler {
  public:
   virtual ~Compiler() = default;
   virtual Vendor vendor() const = 0;
@@ -37,16 +37,16 @@ class ARFUSE_API Compiler {
 // The backend for a target: NVRTC for NVIDIA; for AMD, hiprtc where it knows the target, else
 // the clang back end. Loaded once per process. Throws Unavailable when no backend can be
 // loaded, UnsupportedTarget when the ones that load cannot build the target.
-ARFUSE_API std::shared_ptr<const Compiler> compiler_for(const Target& target);
-ARFUSE_API std::shared_ptr<const Compiler> nvrtc_compiler();
-ARFUSE_API std::shared_ptr<const Compiler> hiprtc_compiler();
+std::shared_ptr<const Compiler> compiler_for(const Target& target);
+std::shared_ptr<const Compiler> nvrtc_compiler();
+std::shared_ptr<const Compiler> hiprtc_compiler();
 // Any clang with the AMDGPU back end: ARFUSE_AMD_CLANG, else the one scripts/setup-deps.sh
 // installs in .deps/ (jit/amd_clang_compiler.cpp).
-ARFUSE_API std::shared_ptr<const Compiler> amd_clang_compiler();
+std::shared_ptr<const Compiler> amd_clang_compiler();
 // The machine code the clang back end makes for `source`, as assembly text (tests, reports).
-ARFUSE_API std::string amd_clang_assembly(const Source& source);
+std::string amd_clang_assembly(const Source& source);
 
 // Throws UnsupportedTarget naming the target, the compiler and the targets it does support.
-ARFUSE_API void require_target(const Compiler& compiler, const Target& target);
+void require_target(const Compiler& compiler, const Target& target);
 
 }  // namespace arfuse::jit

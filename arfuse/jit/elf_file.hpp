@@ -36,14 +36,14 @@ struct ElfSymbol {
 std::vector<std::string> elf_symbol_names(const std::vector<std::uint8_t>& file);
 std::vector<ElfNote> elf_notes(const std::vector<std::uint8_t>& file);
 // The machine field (kElfMachineAmdgpu for an AMD code object, 190 for a cubin).
-ARFUSE_API std::uint16_t elf_machine(const std::vector<std::uint8_t>& file);
+std::uint16_t elf_machine(const std::vector<std::uint8_t>& file);
 inline constexpr std::uint16_t kElfMachineAmdgpu = 0xE0;
 std::vector<ElfSymbol> elf_symbols(const std::vector<std::uint8_t>& file);
 // Where symbol `name` stands in the first symbol table (the index other sections refer to it by),
 // or -1.
 long elf_symbol_index(const std::vector<std::uint8_t>& file, const std::string& name);
 // Every section, in file order, named from the section-name table.
-ARFUSE_API std::vector<ElfSection> elf_sections(const std::vector<std::uint8_t>& file);
+std::vector<ElfSection> elf_sections(const std::vector<std::uint8_t>& file);
 
 // What decides what a compiled kernel does, by section name: code (.text*), constant data
 // (.nv.constant0.*, .rodata*: AMD's kernel descriptors, with their register counts), shared
@@ -54,6 +54,6 @@ ARFUSE_API std::vector<ElfSection> elf_sections(const std::vector<std::uint8_t>&
 // leaves every kernel's .text as it was); and in each AMD
 // kernel descriptor (64 bytes at a ".kd" symbol) the code's offset from it (bytes 16-23), which
 // moves with those tables. (arfuse-cache code-diff compares these maps.)
-ARFUSE_API std::map<std::string, std::string> elf_code_sections(const std::vector<std::uint8_t>& file);
+std::map<std::string, std::string> elf_code_sections(const std::vector<std::uint8_t>& file);
 
 }  // namespace arfuse::jit

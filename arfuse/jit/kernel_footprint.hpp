@@ -15,7 +15,7 @@
 
 namespace arfuse::jit {
 
-struct ARFUSE_API KernelFootprint {
+struct KernelFootprint {
   int registers = 0;               // per thread (AMD: VGPRs per lane)
   int shared_bytes = 0;            // static shared memory per block, as the driver counts it (no system reserve);
                                    // AMD: the group segment (LDS)
@@ -31,28 +31,28 @@ struct ARFUSE_API KernelFootprint {
 
 // The footprint of the one kernel a JIT cubin holds; throws Error for anything else (an AMD code
 // object, a cubin of several kernels or none, a malformed file).
-ARFUSE_API KernelFootprint cubin_footprint(const std::vector<std::uint8_t>& cubin);
+KernelFootprint cubin_footprint(const std::vector<std::uint8_t>& cubin);
 
 // The footprint of the one kernel an AMD code object holds, from its AMDGPU metadata note (what
 // clang and hiprtc record: .vgpr_count, .agpr_count, .sgpr_count, the group and private segment
 // sizes); throws Error where the note is missing, malformed or names no kernel or several.
-ARFUSE_API KernelFootprint code_object_footprint(const std::vector<std::uint8_t>& code_object);
+KernelFootprint code_object_footprint(const std::vector<std::uint8_t>& code_object);
 
 // cubin_footprint or code_object_footprint, by the file's machine.
-ARFUSE_API KernelFootprint kernel_footprint(const std::vector<std::uint8_t>& payload);
+KernelFootprint kernel_footprint(const std::vector<std::uint8_t>& payload);
 
 // The resident threads per multiprocessor of an NVIDIA generation (sm_70 and later).
-ARFUSE_API int nvidia_threads_per_multiprocessor(int generation);
+int nvidia_threads_per_multiprocessor(int generation);
 
 // Blocks of `threads` threads that fit one multiprocessor of NVIDIA `target` at once, each with
 // `footprint` and `dynamic_shared_bytes` more shared memory: the least of the limits by threads,
 // blocks, registers (allocated per warp in units of 256) and shared memory (the largest carve-out,
 // less 1 KiB reserved per block from sm_80 on). 0 when one block does not fit.
-ARFUSE_API int nvidia_resident_blocks(const Target& target, int threads, const KernelFootprint& footprint,
-                                      int dynamic_shared_bytes = 0);
+int nvidia_resident_blocks(const Target& target, int threads, const KernelFootprint& footprint,
+                           int dynamic_shared_bytes = 0);
 
 // NVIDIA: "38 registers, 16656 B shared, 3 blocks of 512 threads per SM" (and "N B local" when it
 // spills); AMD: "36 VGPRs, 0 AGPRs, 24 SGPRs, 520 B LDS" (and "N B scratch").
-ARFUSE_API std::string describe(const Target& target, int threads, const KernelFootprint& footprint);
+std::string describe(const Target& target, int threads, const KernelFootprint& footprint);
 
 }  // namespace arfuse::jit

@@ -30,7 +30,7 @@ namespace arfuse::jit {
 // step 7 alone.
 enum class Module { rmsnorm_quant, token_quant, fused_ar, allreduce, group_quant };
 
-struct ARFUSE_API KernelSpec {
+struct KernelSpec {
   Module module = Module::rmsnorm_quant;
   int hidden = 0;
   DType dtype = DType::bf16;
@@ -60,15 +60,15 @@ struct ARFUSE_API KernelSpec {
   bool operator!=(const KernelSpec& other) const { return !(*this == other); }
 };
 
-ARFUSE_API bool uses_quant(Module module);
+bool uses_quant(Module module);
 // Whether `module` has a kernel for `quant`: group_quant only for fp8_group, mxfp4, fp8_static and
 // nvfp4 (the mirror modes belong to the epilogue kernels); every other module for every mode.
-ARFUSE_API bool takes_quant(Module module, Quant quant);
-ARFUSE_API bool uses_norm(Module module);
-ARFUSE_API bool uses_world(Module module);
+bool takes_quant(Module module, Quant quant);
+bool uses_norm(Module module);
+bool uses_world(Module module);
 
-ARFUSE_API const char* to_string(Module value);
-ARFUSE_API Module parse_module(std::string_view text);
-ARFUSE_API const std::vector<Module>& all_modules();
+const char* to_string(Module value);
+Module parse_module(std::string_view text);
+const std::vector<Module>& all_modules();
 
 }  // namespace arfuse::jit

@@ -15,7 +15,7 @@
 
 namespace arfuse::jit {
 
-struct ARFUSE_API Source {
+struct Source {
   KernelSpec spec;
   std::string program_name;  // e.g. "rmsnorm_quant.cu", for compiler messages
   std::string text;
@@ -25,6 +25,6 @@ struct ARFUSE_API Source {
   BlockShape block;
 };
 
-ARFUSE_API Source render(const KernelSpec& spec);
+Source render(const KernelSpec& spec);
 
 }  // namespace arfuse::jit

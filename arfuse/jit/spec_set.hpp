@@ -18,21 +18,21 @@
 
 namespace arfuse::jit {
 
-ARFUSE_API const std::vector<int>& default_hidden_sizes();  // 2048, 2880, 4096, 5120, 6144, 7168, 8192
-ARFUSE_API const std::vector<int>& default_world_sizes();   // 2, 4, 8
+const std::vector<int>& default_hidden_sizes();  // 2048, 2880, 4096, 5120, 6144, 7168, 8192
+const std::vector<int>& default_world_sizes();   // 2, 4, 8
 
-struct ARFUSE_API SpecSet {
+struct SpecSet {
   std::vector<KernelSpec> specs;
   std::vector<std::string> targets;  // from the config's "targets", if any
 };
 
 // none, fp8, fp8_mirror, fp8_group (group 128, fp32 scales), mxfp4.
-ARFUSE_API const std::vector<Quant>& default_quants();
+const std::vector<Quant>& default_quants();
 
 // Every module over its default product (default_quants), for each target.
-ARFUSE_API std::vector<KernelSpec> default_specs(const std::vector<Target>& targets);
+std::vector<KernelSpec> default_specs(const std::vector<Target>& targets);
 
 // Throws arfuse::Error naming the JSON path, the value and what is allowed.
-ARFUSE_API SpecSet parse_spec_set(const nlohmann::json& config, const std::vector<Target>& targets);
+SpecSet parse_spec_set(const nlohmann::json& config, const std::vector<Target>& targets);
 
 }  // namespace arfuse::jit

@@ -9,17 +9,17 @@
 
 namespace arfuse::jit {
 
-struct ARFUSE_API TemplateFile {
+struct TemplateFile {
   std::string name;
   std::string text;
 };
 
 // Throws arfuse::Error when `name` is not a known template.
-ARFUSE_API TemplateFile load_template(const std::string& name);
-ARFUSE_API std::vector<std::string> template_names();
+TemplateFile load_template(const std::string& name);
+std::vector<std::string> template_names();
 
 // `root` with every `#include "x.cuh"` expanded once (as #pragma once would), in order of
 // first inclusion. The files read are returned in `included`, root first.
-ARFUSE_API std::string expand_includes(const std::string& root, std::vector<TemplateFile>& included);
+std::string expand_includes(const std::string& root, std::vector<TemplateFile>& included);
 
 }  // namespace arfuse::jit

@@ -22,7 +22,7 @@
 
 namespace arfuse::jit {
 
-class ARFUSE_API TuningTable {
+class TuningTable {
  public:
   // Throws arfuse::Error naming the JSON path, the value and what is allowed.
   static TuningTable parse(const std::string& json_text, const std::string& origin);
@@ -44,7 +44,7 @@ class ARFUSE_API TuningTable {
 // Blocks for a launch of `rows` rows: at most one per row, at most kMaxBlocks (the signal
 // slots), and no more than are resident at once on the smallest device of the group divided by
 // the ranks that share a device, so that every rank's blocks of a barrier kernel run together.
-ARFUSE_API unsigned grid_blocks(int rows, int blocks_per_multiprocessor, int multiprocessors, int ranks_per_device);
+unsigned grid_blocks(int rows, int blocks_per_multiprocessor, int multiprocessors, int ranks_per_device);
 
 // The resident blocks per multiprocessor given to __launch_bounds__ as its minimum (0: none,
 // the compiler's own choice). Part of the instantiation, so of the cache key. For the one-stage
@@ -53,6 +53,6 @@ ARFUSE_API unsigned grid_blocks(int rows, int blocks_per_multiprocessor, int mul
 // 4 at 384 threads x 2 vectors; for the one-stage fused kernel of 8 ranks, 2 at 384 threads
 // (each measured: docs/performance.md, "Tuning decisions"); 0 elsewhere, and where those blocks would not fit
 // the threads of one multiprocessor (sm_75 holds 1024: ptxas would ignore the minimum).
-ARFUSE_API int min_resident_blocks(const KernelSpec& spec, const BlockShape& block);
+int min_resident_blocks(const KernelSpec& spec, const BlockShape& block);
 
 }  // namespace arfuse::jit

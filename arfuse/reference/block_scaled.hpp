@@ -16,7 +16,7 @@
 
 namespace arfuse::reference {
 
-struct ARFUSE_API GroupQuantConfig {
+struct GroupQuantConfig {
   int hidden = 0;
   int group_size = 128;
   DType dtype = DType::bf16;
@@ -25,34 +25,34 @@ struct ARFUSE_API GroupQuantConfig {
   ScaleLayout layout = ScaleLayout::row_major;
 };
 
-struct ARFUSE_API GroupQuantOutputs {
+struct GroupQuantOutputs {
   std::vector<std::uint8_t> q;            // fp8 [tokens, hidden]
   std::vector<float> scales;              // f32 and ue8m0_f32: [tokens, groups] or [groups, tokens]
   std::vector<std::uint8_t> scale_bytes;  // e8m0: the same shape, one byte each
 };
 
 // Step 7b. Throws Error for a group size that is not 32, 64 or 128 or does not divide hidden.
-ARFUSE_API GroupQuantOutputs group_quant(const GroupQuantConfig& config, int tokens, const Bits16& y);
+GroupQuantOutputs group_quant(const GroupQuantConfig& config, int tokens, const Bits16& y);
 
 // One group's scale before storing: amax > 0 ? amax / fp8_max : 1, rounded up to a power of two
 // (NaN when not finite) unless the format is f32.
-ARFUSE_API float group_scale(float amax, float fp8_max, ScaleFormat format);
+float group_scale(float amax, float fp8_max, ScaleFormat format);
 
-struct ARFUSE_API Mxfp4Outputs {
+struct Mxfp4Outputs {
   std::vector<std::uint8_t> packed;  // [tokens, hidden / 2]: element 2k in the low nibble
   std::vector<std::uint8_t> scales;  // E8M0 [tokens, hidden / 32]
 };
 
 // Step 7c. Throws Error unless 32 divides hidden.
-ARFUSE_API Mxfp4Outputs mxfp4_quant(int hidden, DType dtype, int tokens, const Bits16& y);
+Mxfp4Outputs mxfp4_quant(int hidden, DType dtype, int tokens, const Bits16& y);
 
 // One block's shared exponent e (scale 2^e) for its amax, clamped to [-127, 127]; nullopt-like
 // sentinel: returns false when amax is not finite (scale byte 0xFF, elements 0).
-ARFUSE_API bool mx_shared_exponent(float amax, int& exponent);
+bool mx_shared_exponent(float amax, int& exponent);
 
 // Step 7d: q = fp8(f(y) * (1 / scale)), one IEEE division for the call.
-ARFUSE_API std::vector<std::uint8_t> static_fp8_quant(int hidden, DType dtype, Fp8Format format, int tokens,
-                                                      const Bits16& y, float scale);
+std::vector<std::uint8_t> static_fp8_quant(int hidden, DType dtype, Fp8Format format, int tokens, const Bits16& y,
+                                           float scale);
 
 inline constexpr int kNvfp4Block = 16;
 
@@ -63,20 +63,19 @@ struct Nvfp4Block {
   float multiplier = 0.0f;
   bool encode = false;
 };
-ARFUSE_API Nvfp4Block nvfp4_block_of(float amax, float global);
+Nvfp4Block nvfp4_block_of(float amax, float global);
 
-struct ARFUSE_API Nvfp4Outputs {
+struct Nvfp4Outputs {
   std::vector<std::uint8_t> packed;  // [tokens, hidden / 2]: element 2k in the low nibble
   std::vector<std::uint8_t> scales;  // E4M3, nvfp4_scale_count bytes in the layout (padding 0)
 };
 
 // Where the scale of (token, column) goes, and how many scale bytes a call writes: row-major
 // [tokens, hidden / 16], or the swizzled 128x4 layout with rows padded to 128 and columns to 4.
-ARFUSE_API std::size_t nvfp4_scale_index(int token, int column, int tokens, int hidden, ScaleLayout layout);
-ARFUSE_API std::size_t nvfp4_scale_count(int tokens, int hidden, ScaleLayout layout);
+std::size_t nvfp4_scale_index(int token, int column, int tokens, int hidden, ScaleLayout layout);
+std::size_t nvfp4_scale_count(int tokens, int hidden, ScaleLayout layout);
 
 // Step 7e. Throws Error unless 16 divides hidden.
-ARFUSE_API Nvfp4Outputs nvfp4_quant(int hidden, DType dtype, int tokens, const Bits16& y, float global,
-                                    ScaleLayout layout);
+Nvfp4Outputs nvfp4_quant(int hidden, DType dtype, int tokens, const Bits16& y, float global, ScaleLayout layout);
 
 }  // namespace arfuse::reference

@@ -14,20 +14,20 @@ namespace arfuse::reference {
 
 inline constexpr std::uint8_t kE8m0Nan = 0xff;
 
-ARFUSE_API float e2m1_to_float(std::uint8_t nibble);
+float e2m1_to_float(std::uint8_t nibble);
 // Round to nearest, ties to the even code (mantissa bit 0), saturating at +-6; the sign is kept,
 // also for a zero result. Defined for every float but NaN (block quantisers zero those blocks).
-ARFUSE_API std::uint8_t float_to_e2m1(float value);
+std::uint8_t float_to_e2m1(float value);
 
-ARFUSE_API float e8m0_to_float(std::uint8_t byte);
+float e8m0_to_float(std::uint8_t byte);
 // The byte of a power of two in [2^-127, 2^127], or kE8m0Nan for NaN; Error otherwise.
-ARFUSE_API std::uint8_t e8m0_of(float power_of_two);
+std::uint8_t e8m0_of(float power_of_two);
 
 // floor(log2(x)) for a finite x > 0, subnormals included, read off the fp32 bits.
-ARFUSE_API int floor_log2(float x);
+int floor_log2(float x);
 
 // The smallest power of two >= scale, at least 2^-127; NaN for a non-finite scale (and above
 // 2^127, which no amax / FP8_MAX reaches). Scales are positive (amax / FP8_MAX, or 1).
-ARFUSE_API float ue8m0_round_up(float scale);
+float ue8m0_round_up(float scale);
 
 }  // namespace arfuse::reference

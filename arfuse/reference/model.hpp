@@ -14,13 +14,13 @@ namespace arfuse::reference {
 
 using Bits16 = std::vector<std::uint16_t>;
 
-ARFUSE_API float widen(std::uint16_t bits, DType dtype);
-ARFUSE_API std::uint16_t narrow(float value, DType dtype);
+float widen(std::uint16_t bits, DType dtype);
+std::uint16_t narrow(float value, DType dtype);
 
 // Step 1: T( ((f(x0) + f(x1)) + f(x2)) + ... ), rank order 0..W-1.
-ARFUSE_API Bits16 fold(const std::vector<Bits16>& inputs, DType dtype);
+Bits16 fold(const std::vector<Bits16>& inputs, DType dtype);
 
-struct ARFUSE_API EpilogueConfig {
+struct EpilogueConfig {
   int hidden = 0;
   DType dtype = DType::bf16;
   EpilogueMode mode;
@@ -29,7 +29,7 @@ struct ARFUSE_API EpilogueConfig {
   float quant_scale = 1.0f;  // fp8_static: the scale; nvfp4: the global scale
 };
 
-struct ARFUSE_API EpilogueOutputs {
+struct EpilogueOutputs {
   Bits16 residual_out;
   Bits16 out;                             // quant none
   std::vector<std::uint8_t> q;            // fp8 bytes, or packed E2M1 (mxfp4, nvfp4) [tokens, hidden / 2]
@@ -41,14 +41,14 @@ struct ARFUSE_API EpilogueOutputs {
 // Steps 3-4 for one row of res (widened to f32, hidden elements): the sum of squares over the
 // device's reduction tree, then 1 / sqrt(ss / H + eps). epilogue() uses it; the tests use it to
 // place elements next to a rounding tie on purpose.
-ARFUSE_API float inverse_norm(const EpilogueConfig& config, const float* res_row);
+float inverse_norm(const EpilogueConfig& config, const float* res_row);
 
 // Steps 2-7 (7b-7e for the block-scaled and static modes) for `tokens` rows of the already reduced tensor `ar`.
-ARFUSE_API EpilogueOutputs epilogue(const EpilogueConfig& config, int tokens, const Bits16& ar,
-                                    const Bits16& residual_in, const Bits16& weight);
+EpilogueOutputs epilogue(const EpilogueConfig& config, int tokens, const Bits16& ar, const Bits16& residual_in,
+                         const Bits16& weight);
 
 // Step 7 alone, on y (what token_quant computes).
-ARFUSE_API void token_quant(const EpilogueConfig& config, int tokens, const Bits16& y, std::vector<std::uint8_t>& q,
-                            std::vector<float>& scales);
+void token_quant(const EpilogueConfig& config, int tokens, const Bits16& y, std::vector<std::uint8_t>& q,
+                 std::vector<float>& scales);
 
 }  // namespace arfuse::reference

@@ -12,18 +12,18 @@
 
 namespace arfuse::reference {
 
-ARFUSE_API float bits_to_float(std::uint32_t bits);
-ARFUSE_API std::uint32_t float_to_bits(float value);
+float bits_to_float(std::uint32_t bits);
+std::uint32_t float_to_bits(float value);
 // max(a, b) where a NaN in either wins: the amax every quantiser reduces with.
-ARFUSE_API float max_keep_nan(float a, float b);
+float max_keep_nan(float a, float b);
 
-ARFUSE_API float bf16_to_float(std::uint16_t bits);
-ARFUSE_API std::uint16_t float_to_bf16(float value);
-ARFUSE_API float f16_to_float(std::uint16_t bits);
-ARFUSE_API std::uint16_t float_to_f16(float value);
+float bf16_to_float(std::uint16_t bits);
+std::uint16_t float_to_bf16(float value);
+float f16_to_float(std::uint16_t bits);
+std::uint16_t float_to_f16(float value);
 
-ARFUSE_API float fp8_to_float(std::uint8_t code, Fp8Format format);
-ARFUSE_API std::uint8_t float_to_fp8(float value, Fp8Format format);
-ARFUSE_API float fp8_max(Fp8Format format);
+float fp8_to_float(std::uint8_t code, Fp8Format format);
+std::uint8_t float_to_fp8(float value, Fp8Format format);
+float fp8_max(Fp8Format format);
 
 }  // namespace arfuse::reference

@@ -17,7 +17,7 @@
 
 namespace arfuse {
 
-struct ARFUSE_API LaunchableKernel {
+struct LaunchableKernel {
   jit::KernelSpec spec;
   jit::BlockShape block{};
   Kernel kernel;
@@ -37,10 +37,10 @@ struct ContextState {
 
 // The kernel for `spec`, loaded on ctx's device (compiled or read from the cache on first use).
 // Throws Error when spec.target cannot run on this device, and whatever the cache throws.
-ARFUSE_API const LaunchableKernel& load_kernel(Context& ctx, const jit::KernelSpec& spec);
+const LaunchableKernel& load_kernel(Context& ctx, const jit::KernelSpec& spec);
 // A spec for ctx's device's target; throws Error for a hidden size or mode no kernel takes.
-ARFUSE_API jit::KernelSpec spec_for(const Context& ctx, jit::Module module, int hidden, DType dtype,
-                                    const EpilogueMode& mode = {}, int world = 1, int stage = 1, bool views = false);
-ARFUSE_API cache::KernelCache& kernel_cache(Context& ctx);
+jit::KernelSpec spec_for(const Context& ctx, jit::Module module, int hidden, DType dtype, const EpilogueMode& mode = {},
+                         int world = 1, int stage = 1, bool views = false);
+cache::KernelCache& kernel_cache(Context& ctx);
 
 }  // namespace arfuse

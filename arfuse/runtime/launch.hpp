@@ -23,16 +23,16 @@ struct ScaleStrides {
   int row = 0, group = 0;
 };
 // `mode` has been validated for `hidden`.
-ARFUSE_API ScaleStrides scale_strides(const EpilogueMode& mode, int tokens, int hidden);
+ScaleStrides scale_strides(const EpilogueMode& mode, int tokens, int hidden);
 
 // The kernels' row strides of validated arguments: each 0 resolved to its row's width.
-ARFUSE_API RowStrides row_strides(const RmsnormQuantArgs& args);
-ARFUSE_API RowStrides row_strides(const AllreduceArgs& args);
-ARFUSE_API RowStrides row_strides(const TokenQuantArgs& args);
-ARFUSE_API RowStrides row_strides(const GroupQuantArgs& args);
+RowStrides row_strides(const RmsnormQuantArgs& args);
+RowStrides row_strides(const AllreduceArgs& args);
+RowStrides row_strides(const TokenQuantArgs& args);
+RowStrides row_strides(const GroupQuantArgs& args);
 // The scale pointer the kernel reads: static_scale (fp8_static), global_scale (nvfp4), else null.
-ARFUSE_API const float* quant_scale(const RmsnormQuantArgs& args);
-ARFUSE_API const float* quant_scale(const GroupQuantArgs& args);
+const float* quant_scale(const RmsnormQuantArgs& args);
+const float* quant_scale(const GroupQuantArgs& args);
 
 }  // namespace detail
 }  // namespace arfuse

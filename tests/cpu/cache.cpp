@@ -15,6 +15,8 @@
 #include <fstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "arfuse/base/dynamic_library.hpp"
 #include "arfuse/base/system.hpp"
 #include "arfuse/cache/cache_key.hpp"
@@ -52,22 +54,42 @@ int count_temporaries(const std::string& dir) {
 }  // namespace
 
 TEST_CASE("the key changes with templates, options, target and compiler, and nothing else", "[cpu][cache]") {
+  const std::string nvrtc = "nvrtc 13.0 V13.0.88";
+  const auto key = [&](const jit::Source& s, const std::string& compiler) { return kernel_key(s, &compiler).full; };
   const jit::Source base = jit::render(spec("rmsnorm_quant/h6144/bf16/fp8/rms/sm_90"));
-  const Digest k = full_key(source_key(base), "nvrtc 13.0 V13.0.88");
-  CHECK(full_key(source_key(jit::render(spec("rmsnorm_quant/h6144/bf16/fp8/rms/sm_90"))), "nvrtc 13.0 V13.0.88") == k);
+  const Digest k = key(base, nvrtc);
+  CHECK(key(jit::render(spec("rmsnorm_quant/h6144/bf16/fp8/rms/sm_90")), nvrtc) == k);
   jit::Source changed = base;
   changed.templates[1].text += " ";
-  CHECK(full_key(source_key(changed), "nvrtc 13.0 V13.0.88") != k);
+  CHECK(key(changed, nvrtc) != k);
   changed = base;
   changed.options.push_back("-lineinfo");
-  CHECK(full_key(source_key(changed), "nvrtc 13.0 V13.0.88") != k);
+  CHECK(key(changed, nvrtc) != k);
   changed = base;
   std::swap(changed.options[1], changed.options[2]);  // order matters
-  CHECK(full_key(source_key(changed), "nvrtc 13.0 V13.0.88") != k);
-  CHECK(full_key(source_key(jit::render(spec("rmsnorm_quant/h6144/bf16/fp8/rms/sm_89"))), "nvrtc 13.0 V13.0.88") != k);
-  CHECK(full_key(source_key(base), "nvrtc 13.0 V13.0.76") != k);
-  CHECK(full_key(source_key(jit::render(spec("rmsnorm_quant/h6144/bf16/fp8/gemma/sm_90"))), "nvrtc 13.0 V13.0.88") !=
-        k);
+  CHECK(key(changed, nvrtc) != k);
+  CHECK(key(jit::render(spec("rmsnorm_quant/h6144/bf16/fp8/rms/sm_89")), nvrtc) != k);
+  CHECK(key(base, "nvrtc 13.0 V13.0.76") != k);
+  CHECK(key(jit::render(spec("rmsnorm_quant/h6144/bf16/fp8/gemma/sm_90")), nvrtc) != k);
+}
+
+TEST_CASE("one key names a kernel in memory, on disk and in its entry's description", "[cpu][cache]") {
+  const jit::Source source = jit::render(spec("rmsnorm_quant/h6144/bf16/fp8/rms/sm_90"));
+  const std::string nvrtc = "nvrtc 13.0 V13.0.88";
+  const KernelKey with = kernel_key(source, &nvrtc), without = kernel_key(source, nullptr);
+  CHECK(with.source == without.source);
+  CHECK(with.has_compiler);
+  CHECK_FALSE(without.has_compiler);
+  CHECK(with.file == entry_file_name(with.source, with.full));
+  CHECK(with.file.rfind(without.file_prefix, 0) == 0);
+  CHECK(entry_file_prefix(with.source) == with.file_prefix);
+  CHECK(file_name_carries(with.file, with.full));
+  CHECK(with.memory == to_hex(with.full));
+  CHECK(without.memory == "any:" + to_hex(without.source));
+  const auto metadata = nlohmann::json::parse(with.metadata);
+  CHECK(metadata.at("spec") == "rmsnorm_quant/h6144/bf16/fp8/rms/sm_90");
+  CHECK(metadata.at("compiler") == nvrtc);
+  CHECK(metadata.at("templates").size() == source.templates.size());
 }
 
 TEST_CASE("the entry format is pinned by a golden file", "[cpu][cache]") {

@@ -164,7 +164,7 @@ TEST_CASE("hostile files named like an entry are refused by name, removed by the
   }
   SECTION("a writer publishes over it (a folder is removed first)") {
     DiskCache disk(dir);
-    CHECK(disk.put(planted.kernel.source_digest, planted.kernel.entry));
+    CHECK(disk.store(planted.kernel.key, planted.kernel.entry));
     CHECK(disk.writable());
     CHECK(read_file(path) == good);
   }

@@ -25,10 +25,10 @@ TEST_CASE("render: self-contained program, name expression, options", "[cpu][jit
   std::vector<std::string> names;
   for (const auto& t : src.templates) names.push_back(t.name);
   CHECK(names == std::vector<std::string>{"rmsnorm_quant.cuh", "epilogue.cuh", "fp8_divide.cuh", "host_device.cuh",
-                                          "limits.cuh", "microscaling.cuh", "platform.cuh", "reduce.cuh", "row.cuh",
-                                          "quant/token_fp8.cuh", "quant/fp8_vectors.cuh", "quant/group_fp8.cuh",
-                                          "quant/blocks.cuh", "quant/mxfp4.cuh", "quant/static_fp8.cuh",
-                                          "quant/nvfp4.cuh", "quant/call_scale.cuh"});
+                                          "limits.cuh", "microscaling.cuh", "platform.cuh", "quant/group_fp8.cuh",
+                                          "quant/blocks.cuh", "row.cuh", "quant/fp8_vectors.cuh", "quant/mxfp4.cuh",
+                                          "quant/nvfp4.cuh", "quant/call_scale.cuh", "quant/static_fp8.cuh",
+                                          "quant/token_fp8.cuh", "reduce.cuh"});
   CHECK(src.options[0] == "--gpu-architecture=sm_90");
   CHECK(std::find(src.options.begin(), src.options.end(), "--fmad=false") != src.options.end());
   CHECK(std::find(src.options.begin(), src.options.end(), "-DARFUSE_HW_PAIRED_F16=1") != src.options.end());

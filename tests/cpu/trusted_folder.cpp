@@ -78,13 +78,13 @@ TEST_CASE("a cache folder swapped after it was opened: the planted folder is nei
     DiskCache planter(dir);
     REQUIRE(planter.put(source_of(1), fake_entry(1)));
   }
-  const std::string planted = DiskCache::entry_name(source_of(1), fake_entry(1).key);
+  const std::string planted = entry_file_name(source_of(1), fake_entry(1).key);
   REQUIRE(exists(dir + "/" + planted));
 
   CHECK_FALSE(disk.get(source_of(1), fake_entry(1).key).has_value());  // not a hit
   CHECK(disk.list().empty());
   REQUIRE(disk.put(source_of(2), fake_entry(2)));
-  const std::string written = DiskCache::entry_name(source_of(2), fake_entry(2).key);
+  const std::string written = entry_file_name(source_of(2), fake_entry(2).key);
   CHECK(exists(moved + "/" + written));  // into the folder that was checked
   CHECK_FALSE(exists(dir + "/" + written));
   CHECK(disk.clear() == 1);
@@ -112,7 +112,7 @@ TEST_CASE("the cache folder's parents: root or this user's, and writable by nobo
     DiskCache through(parent + "/link");
     REQUIRE(through.readable());
     REQUIRE(through.put(source_of(3), fake_entry(3)));
-    CHECK(exists(parent + "/real/" + DiskCache::entry_name(source_of(3), fake_entry(3).key)));
+    CHECK(exists(parent + "/real/" + entry_file_name(source_of(3), fake_entry(3).key)));
   }
   SECTION("relative paths, dot-dot and repeated slashes resolve as the kernel would") {
     REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
@@ -368,6 +368,7 @@ TEST_CASE("templates, tuning tables, the AMD clang and libraries named by a path
   const std::string open_folder = test::fresh_dir();
   REQUIRE(::chmod(open_folder.c_str(), 0777) == 0);  // anyone could put or swap a file here
   const std::string templates = test::fresh_dir();
+  REQUIRE(::mkdir((templates + "/quant").c_str(), 0755) == 0);
   for (const auto& name : jit::template_names()) {
     write_mode(templates + "/" + name, jit::load_template(name).text, 0644);
   }

@@ -1,7 +1,8 @@
 # cmake -DSOURCE=<arfuse source> -DWORK=<scratch folder> -DMODE=find_package|subdirectory -P check.cmake
 #   find_package: builds arfuse as a shared library with its tools, installs it, checks that the
-#     tools run and link libarfuse.so, then builds and runs tests/downstream against the install
-#     tree with every public header included;
+#     tools run and that libarfuse.so exports no internal namespace (the tools link the internal
+#     archive), then builds and runs tests/downstream against the install tree with every public
+#     header included;
 #   subdirectory: builds and runs tests/downstream with arfuse added by add_subdirectory.
 cmake_minimum_required(VERSION 3.20)
 include(${SOURCE}/cmake/public_headers.cmake)
@@ -37,12 +38,21 @@ if(MODE STREQUAL "find_package")
     message(FATAL_ERROR "installed headers differ from cmake/public_headers.cmake:\n${installed}\nvs\n${expected}")
   endif()
   foreach(tool warmup cache bench)
-    run(readelf -d ${WORK}/install/bin/arfuse-${tool})
-    if(NOT last_output MATCHES "libarfuse\\.so")
-      message(FATAL_ERROR "arfuse-${tool} does not link libarfuse.so")
-    endif()
     run(${WORK}/install/bin/arfuse-${tool} --help)
   endforeach()
+  # libarfuse.so exports the public API only: no internal namespace, no internal class.
+  file(GLOB library ${WORK}/install/lib*/libarfuse.so)
+  # Mangled names of arfuse::jit, cache, reference, cuda, hip (std's own instantiations over
+  # these types are std's, not arfuse's, and stay).
+  run(nm -D --defined-only ${library})
+  string(REGEX MATCHALL "_ZN[KV]?6arfuse(3jit|5cache|9reference|4cuda|3hip)[0-9A-Za-z_]+" internal "${last_output}")
+  if(internal)
+    list(REMOVE_DUPLICATES internal)
+    message(FATAL_ERROR "libarfuse.so exports internals: ${internal}")
+  endif()
+  string(REGEX MATCHALL "\n[0-9a-f]+ [TDBVWRu] " exported "${last_output}")
+  list(LENGTH exported count)
+  message(STATUS "libarfuse.so exports ${count} symbols")
   run(${CMAKE_COMMAND} -S ${SOURCE}/tests/downstream -B ${WORK}/downstream -DCMAKE_BUILD_TYPE=Release
       -DCMAKE_PREFIX_PATH=${WORK}/install -DDOWNSTREAM_EXTRA_SOURCES=${all_headers})
 elseif(MODE STREQUAL "subdirectory")

@@ -1,7 +1,7 @@
 // libFuzzer target: the readers of a compiled kernel (ELF sections, symbols, notes and
 // relocations; a cubin's .nv.info; an AMD code object's MessagePack metadata note) and the
-// occupancy arithmetic on what they read, which the cache tools run on the payload of every entry. An arfuse::Error is the expected answer to a
-// malformed file; any other exception, a crash or a sanitizer report is a finding. Run by
+// occupancy arithmetic on what they read, which the cache tools run on the payload of every entry. An arfuse::Error is
+// the expected answer to a malformed file; any other exception, a crash or a sanitizer report is a finding. Run by
 // scripts/fuzz.sh; seeds in seeds/footprint (cubins and AMD code objects arfuse compiled).
 #include <cstddef>
 #include <cstdint>

@@ -137,7 +137,7 @@ std::map<std::string, std::string> refused_targets(const std::vector<jit::Kernel
     for (const auto& [name, target] : targets) {
       if (!cache.compile_allowed()) break;  // served from disk only: nothing to refuse up front
       try {
-        jit::require_target(*cache.compiler(target), target);
+        cache.compiler(target);         // UnsupportedTarget when it cannot build the target
       } catch (const ConfigError& e) {  // a setting, not the target: the parent exits 2 with it
         out = nlohmann::json{{"configuration error", e.what()}};
         code = kProbeConfigError;
@@ -201,7 +201,7 @@ void forward_warning(const std::string& once_key, const std::string& message) {
       auto k = cache.get(specs[i]);
       line["status"] = k.origin == cache::CodeOrigin::compiled ? "compiled" : "hit";
       line["bytes"] = k.entry.payload.size();
-      line["file"] = cache::DiskCache::entry_name(k.source_digest, k.entry.key);
+      line["file"] = k.key.file;
       if (cache.disk() != nullptr && !cache.disk()->problem().empty()) line["store_problem"] = cache.disk()->problem();
     } catch (const CompileError& e) {
       line["status"] = "failed", line["error"] = e.what(), line["log"] = e.log();

@@ -131,11 +131,9 @@ struct Driver {
 
 // Loads and initialises the driver once; throws arfuse::Unavailable when there is no driver
 // or no GPU.
-// Exported (ARFUSE_API) for the tests' HIP-over-CUDA adapter (tests/support/), which the bench links in a build with
-// the tests.
-ARFUSE_API const Driver& driver();
+const Driver& driver();
 
 // Throws arfuse::DeviceError naming `call` and the driver's message when result != 0.
-ARFUSE_API void check(CUresult result, const char* call);
+void check(CUresult result, const char* call);
 
 }  // namespace arfuse::cuda

@@ -13,7 +13,7 @@
 
 namespace arfuse {
 
-struct ARFUSE_API KernelResources {
+struct KernelResources {
   int registers = 0;
   int static_shared_bytes = 0;
   int local_bytes = 0;  // spills and stack
@@ -22,7 +22,7 @@ struct ARFUSE_API KernelResources {
 class LoadedModule;
 
 // A kernel function of a loaded module; keeps the module alive.
-class ARFUSE_API Kernel {
+class Kernel {
  public:
   Kernel(std::shared_ptr<const LoadedModule> module, void* function, int block_threads);
   // `args` are pointers to each kernel parameter, in order. programmatic_dependency: asked for;
@@ -39,7 +39,7 @@ class ARFUSE_API Kernel {
   int block_threads_;
 };
 
-class ARFUSE_API LoadedModule : public std::enable_shared_from_this<LoadedModule> {
+class LoadedModule : public std::enable_shared_from_this<LoadedModule> {
  public:
   static std::shared_ptr<const LoadedModule> load(const Device& device, const std::vector<std::uint8_t>& payload);
   ~LoadedModule();

@@ -125,6 +125,6 @@ std::string bind_without_init();
 
 // For the tests only (tests/support/hip_over_cuda.cpp): the table to use instead of loading
 // libamdhip64. Must be called before the first runtime() call; never used otherwise.
-ARFUSE_API void use_runtime_for_tests(const Runtime* runtime);
+void use_runtime_for_tests(const Runtime* runtime);
 
 }  // namespace arfuse::hip

@@ -10,12 +10,12 @@
 namespace arfuse {
 
 // The 64 bytes a peer needs to open `buffer`, as a string for the bootstrap.
-ARFUSE_API std::string export_ipc_handle(const DeviceBuffer& buffer);
+std::string export_ipc_handle(const DeviceBuffer& buffer);
 
 // A peer's buffer opened in this process on `device`; closed on destruction. Throws
 // DeviceError when the driver refuses (another node, no P2P path between the GPUs) and Error
 // when `handle` is not 64 bytes.
-class ARFUSE_API IpcMapping {
+class IpcMapping {
  public:
   IpcMapping(const Device& device, const std::string& handle);
   ~IpcMapping();

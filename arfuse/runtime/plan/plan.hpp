@@ -19,7 +19,7 @@ namespace arfuse {
 
 // What a call asks for. epilogue: allreduce_rmsnorm (residual add + norm + quant after the
 // sum); otherwise a plain all-reduce.
-struct ARFUSE_API CallShape {
+struct CallShape {
   bool epilogue = true;
   int tokens = 0;
   int hidden = 0;
@@ -29,7 +29,7 @@ struct ARFUSE_API CallShape {
 };
 
 // The tuning that applies to one group, looked up once when the group is made (not per call).
-struct ARFUSE_API StagePolicy {
+struct StagePolicy {
   std::uint64_t two_stage_min_bytes = UINT64_MAX;  // messages of this size and above take two stages
   std::optional<int> forced_stage;                 // 1 or 2 overrides the threshold
 
@@ -37,7 +37,7 @@ struct ARFUSE_API StagePolicy {
   int stage_for(std::uint64_t message_bytes) const;
 };
 
-struct ARFUSE_API Plan {
+struct Plan {
   Path path = Path::one_stage;
   // The kernel to launch: fused_ar or allreduce on the custom path, rmsnorm_quant after NCCL
   // (has_kernel false: a plain all-reduce on NCCL launches nothing of ours).
@@ -56,6 +56,6 @@ struct ARFUSE_API Plan {
 // Throws Error when no path serves the call: the custom kernels cannot run, or the message does
 // not fit the staging buffers, and the group has no NCCL. The shape must already be valid
 // (validate_args); a call of 0 tokens has no plan.
-ARFUSE_API Plan plan_call(const Topology& topology, const StagePolicy& policy, const CallShape& call);
+Plan plan_call(const Topology& topology, const StagePolicy& policy, const CallShape& call);
 
 }  // namespace arfuse
