@@ -220,6 +220,7 @@ class Communicator:
         with torch.cuda.device(device):
             impl = _arfuse.process_group(rank=rank, world=world, allgather=allgather, device=device.index, **options)
         self._init(impl, 0, device)
+        self.group_name = group.group_name  # what traced collectives name the group by (arfuse.torch_fusion)
 
     @classmethod
     def _local(cls, impl, local, device):
@@ -228,6 +229,7 @@ class Communicator:
         return self
 
     def _init(self, impl, local, device):
+        self.group_name = None  # a group this process drives alone: no torch.distributed group
         self._impl = impl
         self._local_rank = local
         self.device = device
