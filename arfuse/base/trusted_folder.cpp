@@ -38,22 +38,28 @@ std::string joined(const std::vector<std::string>& names) {
   return out.empty() ? "/" : out;
 }
 
-// A folder above the one we keep: only root or this user may change what it holds.
-bool safe_parent(const struct stat& st, const std::string& where, std::string& why) {
+// Only root or this user can change what `where` is or holds: it is theirs, and nobody else may
+// write it (a sticky folder may be writable by all when `sticky_ok`: nobody can rename what another
+// user put there). `otherwise` says what the others could do.
+bool only_root_or_me_can_change(const struct stat& st, const std::string& where, bool sticky_ok, const char* otherwise,
+                                std::string& why) {
   const uid_t me = ::geteuid();
   if (st.st_uid != 0 && st.st_uid != me) {
-    why = fmt::format(
-        "{} is owned by uid {}, neither root nor this user (uid {}): whoever owns it can replace what "
-        "lies below",
-        where, st.st_uid, me);
+    why = fmt::format("{} is owned by uid {}, neither root nor this user (uid {}): whoever owns it {}", where,
+                      st.st_uid, me, otherwise);
     return false;
   }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
-    why = fmt::format("{} is writable by group or others and not sticky (mode {:o}): they can replace what lies below",
-                      where, st.st_mode & 07777);
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !(sticky_ok && (st.st_mode & S_ISVTX) != 0)) {
+    why = fmt::format("{} is writable by group or others{} (mode {:o}): they {}", where,
+                      sticky_ok ? " and not sticky" : "", st.st_mode & 07777, otherwise);
     return false;
   }
   return true;
+}
+
+// A folder above the one we keep.
+bool safe_parent(const struct stat& st, const std::string& where, std::string& why) {
+  return only_root_or_me_can_change(st, where, true, "can replace what lies below", why);
 }
 
 bool private_folder(const struct stat& st, const std::string& where, std::string& why) {
@@ -150,17 +156,7 @@ bool final_check(const struct stat& st, Trusted kind, const std::string& where, 
     why = fmt::format("{} is {}, not {}", where, file_kind(st.st_mode), folder ? "a folder" : "a regular file");
     return false;
   }
-  const uid_t me = ::geteuid();
-  if (st.st_uid != 0 && st.st_uid != me) {
-    why = fmt::format("{} is owned by uid {}, neither root nor this user (uid {}): whoever owns it decides what runs",
-                      where, st.st_uid, me);
-    return false;
-  }
-  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-    why =
-        fmt::format("{} is writable by group or others (mode {:o}): they decide what runs", where, st.st_mode & 07777);
-    return false;
-  }
+  if (!only_root_or_me_can_change(st, where, false, "can change what arfuse reads or runs", why)) return false;
   if (kind == Trusted::program && (st.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH)) == 0) {
     why = fmt::format("{} is not executable (mode {:o})", where, st.st_mode & 07777);
     return false;
