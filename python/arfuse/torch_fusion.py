@@ -41,6 +41,7 @@ on the same tensors gives.
 import contextlib
 import hashlib
 import logging
+import math
 import operator
 
 import torch
@@ -184,10 +185,11 @@ class AllreduceRmsnormFusion(CustomGraphPass):
         except _Skip as skip:
             self._say_once(str(skip))
 
-    def _reduced_input(self, add, kwargs):
+    def _collective(self, add, kwargs):
+        """(the tensor reduced, the collective's nodes) of the all-reduce the add reads."""
         if self.all_reduce_op is not None:
             reduced = add.args[0] if _is(add.args[0], (self.all_reduce_op,)) else add.args[1]
-            return reduced.args[0]
+            return reduced.args[0], [reduced]
         if kwargs["reduce_op"] != "sum":
             raise _Skip(f"the all-reduce is a {kwargs['reduce_op']}, not a sum")
         if kwargs["group_name"] != self.group_name:
@@ -198,7 +200,7 @@ class AllreduceRmsnormFusion(CustomGraphPass):
         if collective.target == _c10d.all_reduce_.default and len(kwargs["input"].users) > 1:
             # In place: the other readers of the input read the sum, which the fused op does not write back.
             raise _Skip("the all-reduce works in place on a tensor that is also read elsewhere")
-        return kwargs["input"]
+        return kwargs["input"], [reduced, collective]
 
     def _norm(self, add, ndim, dtype):
         """The RMSNorm of `add` over its last dimension: Llama's, F.rms_norm's or Gemma's form."""
@@ -331,13 +333,11 @@ class AllreduceRmsnormFusion(CustomGraphPass):
         widened = [absolute.args[0]] if absolute.args[0] is not p32 else []
         return [amax, absolute] + widened
 
-    def _check_shape(self, add, input_node, residual, weight):
-        val = _val(add)
-        if val is None or _val(input_node) is None or _val(residual) is None or _val(weight) is None:
-            raise _Skip("the graph carries no shapes (meta['val'])")
+    def _check_shape(self, val, input_node, residual, weight):
+        """Skips what arfuse does not take; `val` is the sum's (a checked dtype)."""
         dtype = val.dtype
-        if dtype not in (torch.bfloat16, torch.float16):
-            raise _Skip(f"the dtype is {dtype}; arfuse takes bfloat16 and float16")
+        if _val(input_node) is None or _val(residual) is None or _val(weight) is None:
+            raise _Skip("the graph carries no shapes (meta['val'])")
         for name, node in (("input", input_node), ("residual", residual), ("weight", weight)):
             if _val(node).dtype != dtype:
                 raise _Skip(f"the {name} is {_val(node).dtype} where the sum is {dtype}")
@@ -350,15 +350,11 @@ class AllreduceRmsnormFusion(CustomGraphPass):
         if tuple(_val(weight).shape) != (hidden,):
             raise _Skip(f"the weight has shape {tuple(_val(weight).shape)}, not ({hidden},)")
         sizes = [_concrete(d) for d in val.shape[:-1]]
-        rows = None if None in sizes else 1
-        for d in sizes if rows is not None else []:
-            rows *= d
-        if rows is not None and rows > self.max_tokens:
-            raise _Skip(f"{rows} tokens: more than the communicator's max_tokens {self.max_tokens}")
-        return dtype
+        if None not in sizes and math.prod(sizes) > self.max_tokens:
+            raise _Skip(f"{math.prod(sizes)} tokens: more than the communicator's max_tokens {self.max_tokens}")
 
     def _replace(self, add, kwargs):
-        input_node = self._reduced_input(add, kwargs)
+        input_node, collective = self._collective(add, kwargs)
         residual = kwargs["residual"]
         val = _val(add)
         if val is None:
@@ -366,7 +362,7 @@ class AllreduceRmsnormFusion(CustomGraphPass):
         if val.dtype not in (torch.bfloat16, torch.float16):
             raise _Skip(f"the dtype is {val.dtype}; arfuse takes bfloat16 and float16")
         norm = self._norm(add, val.dim(), val.dtype)
-        dtype = self._check_shape(add, input_node, residual, norm.weight)
+        self._check_shape(val, input_node, residual, norm.weight)
         if self.eps is not None and not any(abs(norm.eps - e) <= 1e-6 * abs(e) for e in self.eps):
             raise _Skip(f"eps {norm.eps} is not one of {self.eps}")
         quant = self._quant(norm) if self.quant else None
@@ -375,18 +371,16 @@ class AllreduceRmsnormFusion(CustomGraphPass):
                 raise _Skip("the norm's output is read in fp32 only, as no quantisation arfuse has")
             if norm.p32 is not None and len(norm.p32.users) > 1:
                 raise _Skip("the norm's fp32 value before rounding is read by something other than its rounding")
-            mode, scale, replaced = "none", None, {norm.y: 0}
-            per_token = None
+            mode, scale, result, per_token = "none", None, norm.y, None
         else:
-            mode, q, scale, per_token, _, mirror_users = quant
-            replaced = {q: 0}
+            mode, result, scale, per_token, _, mirror_users = quant
             if mirror_users:
                 mode += "_mirror"
         code = aft.mode_code(mode, norm.kind)
         graph = add.graph
         order = {n: i for i, n in enumerate(graph.nodes)}
         inputs = [input_node, residual, norm.weight] + ([scale] if scale is not None else [])
-        outputs = [add] + list(replaced) + ([per_token] if per_token is not None else [])
+        outputs = [add, result] + ([per_token] if per_token is not None else [])
         if quant is not None and quant[5]:
             outputs.append(norm.y)
         matched = set(norm.nodes) | {add} | ({norm.y} if norm.y is not None else set())
@@ -399,7 +393,6 @@ class AllreduceRmsnormFusion(CustomGraphPass):
         before = min(external + [last_matched], key=order.get)
         if any(order[i] >= order[before] for i in inputs if isinstance(i, torch.fx.Node)):
             raise _Skip("an input of the fused op is computed after a value the fused op replaces is read")
-        reduced_nodes = [a for a in add.args if a is not residual]
         with graph.inserting_before(before):
             fused = graph.call_function(_FUSED, (self.handle, input_node, residual, norm.weight, norm.eps, code, False,
                                                  0, scale))
@@ -416,16 +409,14 @@ class AllreduceRmsnormFusion(CustomGraphPass):
         # Only readers outside the match move to the fused op's outputs; the match itself is erased.
         outside = lambda user: user not in matched  # noqa: E731
         add.replace_all_uses_with(residual_out, delete_user_cb=outside)
-        if quant is None:
-            norm.y.replace_all_uses_with(out, delete_user_cb=outside)
-        else:
-            quant[1].replace_all_uses_with(out, delete_user_cb=outside)
+        result.replace_all_uses_with(out, delete_user_cb=outside)
+        if quant is not None:
             if norm.y is not None:
                 norm.y.replace_all_uses_with(mirror, delete_user_cb=outside)
             if per_token is not None:
                 per_token.replace_all_uses_with(scales_view, delete_user_cb=outside)
         # The collective is not removed as dead code by itself (wait_tensor counts as a side effect).
-        self._erase_dead(graph, matched | set(reduced_nodes) | set(parts))
+        self._erase_dead(graph, matched | set(collective) | set(parts))
         self.fused += 1
 
     @staticmethod
@@ -438,10 +429,7 @@ class AllreduceRmsnormFusion(CustomGraphPass):
                 return
             for n in dead:
                 pending.discard(n)
-                inputs = [a for a in n.all_input_nodes]
                 graph.erase_node(n)
-                pending.update(a for a in inputs if a.op == "call_function" and a.target in (
-                    _c10d.all_reduce.default, _c10d.wait_tensor.default))
 
     def _fake_outputs(self, input_node, residual, weight, eps, code, scale):
         vals = [_val(input_node), _val(residual), _val(weight)]
