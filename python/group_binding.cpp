@@ -154,19 +154,29 @@ struct Layout {
   int input_stride, residual_in_stride, residual_out_stride, out_stride, mirror_stride, out_width;
 };
 
-// The output mode as Python passes it, by name: quant and norm, and the fp8_group settings.
+// The output mode as Python passes it, by name: quant and norm, the fp8_group settings, the
+// mirror. A group size is checked here, where the mode becomes a code that holds only those a
+// kernel takes.
 EpilogueMode parse_mode(const std::string& quant, const std::string& norm, int group_size,
-                        const std::string& scale_format, const std::string& scale_layout) {
-  return EpilogueMode{parse_quant(quant), parse_norm(norm), group_size, parse_scale_format(scale_format),
-                      parse_scale_layout(scale_layout)};
+                        const std::string& scale_format, const std::string& scale_layout, bool mirror) {
+  const EpilogueMode mode{parse_quant(quant),
+                          parse_norm(norm),
+                          group_size,
+                          parse_scale_format(scale_format),
+                          parse_scale_layout(scale_layout),
+                          mirror};
+  if (takes_group_size(mode.quant) && !valid_group_size(group_size))
+    throw Error("group size " + std::to_string(group_size) + " is not supported by " + quant +
+                ": allowed are 32, 64 and 128");
+  return mode;
 }
 
-// The call's scale (fp8_static's scale, nvfp4's global scale) where the mode reads one.
+// The call's scale, in the argument the mode reads it from (quant_scale_argument).
 template <typename Args>
 void set_quant_scale(Args& a, std::uintptr_t scale) {
   const auto* p = static_cast<const float*>(address(scale));
-  if (is_static_fp8(a.mode.quant)) a.static_scale = p;
-  if (is_nvfp4(a.mode.quant)) a.global_scale = p;
+  const char* argument = quant_scale_argument(a.mode.quant);
+  if (argument != nullptr) (std::string(argument) == "global_scale" ? a.global_scale : a.static_scale) = p;
 }
 
 RmsnormQuantArgs epilogue_args(const Pointers& p, const Layout& l, float eps, int tokens, int hidden,
@@ -210,9 +220,9 @@ using RankCall = std::tuple<int, std::uintptr_t, std::uintptr_t, std::uintptr_t,
 
 std::vector<double> time_calls(PyGroup& g, int calls, const std::vector<RankCall>& ranks, int tokens, int hidden,
                                const std::string& dtype, std::int64_t mode_code) {
-  EpilogueMode mode;
-  if (!torch_ops::mode_from_code(mode_code, &mode))
-    throw Error("mode code " + std::to_string(mode_code) + " is not a mode");
+  const std::optional<EpilogueMode> decoded = jit::mode_of_code(mode_code);
+  if (!decoded) throw Error("mode code " + std::to_string(mode_code) + " is not a mode");
+  const EpilogueMode mode = *decoded;
   std::vector<AllreduceRmsnormArgs> args;
   std::vector<std::unique_ptr<Stream>> streams;
   std::vector<Rank*> targets;
@@ -269,23 +279,23 @@ void bind_group_class(nb::module_& m) {
       .def("force_stage", [](PyGroup& g, std::optional<int> stage) { g.group().force_stage(stage); })
       .def("prepare",
            [](PyGroup& g, int local, int hidden, const std::string& dtype, const std::string& quant,
-              const std::string& norm, int group_size, const std::string& scale_format) {
+              const std::string& norm, int group_size, const std::string& scale_format, bool mirror) {
              g.rank(local).prepare(hidden, parse_dtype(dtype),
-                                   parse_mode(quant, norm, group_size, scale_format, "row_major"));
+                                   parse_mode(quant, norm, group_size, scale_format, "row_major", mirror));
            })
       .def("allreduce_rmsnorm",
            [](PyGroup& g, int local, std::uintptr_t input, std::uintptr_t residual_in, std::uintptr_t residual_out,
               std::uintptr_t weight, float eps, std::uintptr_t out, std::uintptr_t scales, std::uintptr_t mirror,
               int tokens, int hidden, const std::string& dtype, const std::string& quant, const std::string& norm,
-              int group_size, const std::string& scale_format, const std::string& scale_layout, bool pdl,
-              std::uintptr_t stream, int input_stride, int residual_in_stride, int residual_out_stride, int out_stride,
-              int mirror_stride, int out_width, std::uintptr_t quant_scale) {
+              int group_size, const std::string& scale_format, const std::string& scale_layout, bool writes_mirror,
+              bool pdl, std::uintptr_t stream, int input_stride, int residual_in_stride, int residual_out_stride,
+              int out_stride, int mirror_stride, int out_width, std::uintptr_t quant_scale) {
              Rank& rank = g.rank(local);
              AllreduceRmsnormArgs args;
              static_cast<RmsnormQuantArgs&>(args) = epilogue_args(
                  {input, residual_in, residual_out, weight, out, scales, mirror},
                  {input_stride, residual_in_stride, residual_out_stride, out_stride, mirror_stride, out_width}, eps,
-                 tokens, hidden, dtype, parse_mode(quant, norm, group_size, scale_format, scale_layout));
+                 tokens, hidden, dtype, parse_mode(quant, norm, group_size, scale_format, scale_layout, writes_mirror));
              args.pdl = pdl;
              set_quant_scale(args, quant_scale);
              rank.allreduce_rmsnorm(args, Stream(rank.device(), mutable_address(stream)));
@@ -357,18 +367,19 @@ void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatc
   m.def(
       "mode_code",
       [](const std::string& quant, const std::string& norm, int group_size, const std::string& scale_format,
-         const std::string& scale_layout) {
-        return torch_ops::mode_code(parse_mode(quant, norm, group_size, scale_format, scale_layout));
+         const std::string& scale_layout, bool mirror) {
+        return jit::mode_code(parse_mode(quant, norm, group_size, scale_format, scale_layout, mirror));
       },
       nb::arg("quant"), nb::arg("norm"), nb::arg("group_size"), nb::arg("scale_format"), nb::arg("scale_layout"),
+      nb::arg("mirror"),
       "The int the ops take for a mode (names checked here; the hidden-size rules when the op runs).");
   m.def(
       "check_mode",
       [](const std::string& quant, const std::string& norm, int group_size, const std::string& scale_format,
-         const std::string& scale_layout,
-         int hidden) { parse_mode(quant, norm, group_size, scale_format, scale_layout).validate(hidden); },
+         const std::string& scale_layout, bool mirror,
+         int hidden) { parse_mode(quant, norm, group_size, scale_format, scale_layout, mirror).validate(hidden); },
       nb::arg("quant"), nb::arg("norm"), nb::arg("group_size"), nb::arg("scale_format"), nb::arg("scale_layout"),
-      nb::arg("hidden"),
+      nb::arg("mirror"), nb::arg("hidden"),
       "EpilogueMode::validate, the one check every epilogue call makes on its mode (names, hidden size, group "
       "size, scale layout), "
       "for a caller that must refuse a bad mode before it allocates outputs; raises Error naming the value.");

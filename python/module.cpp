@@ -93,7 +93,11 @@ nlohmann::json names(const std::vector<Value>& values) {
 }
 
 std::string modes() {
+  std::vector<Quant> reading;
+  for (Quant q : all_quants())
+    if (reads_quant_scale(q)) reading.push_back(q);
   return nlohmann::json{{"quant", names(all_quants())},
+                        {"reads_scale", names(reading)},
                         {"norm", names(all_norms())},
                         {"scale_format", names(all_scale_formats())},
                         {"scale_layout", names(all_scale_layouts())}}

@@ -8,11 +8,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <typeinfo>
 #include <utility>
 
 #include "arfuse/error.hpp"
+#include "arfuse/jit/kernel_spec.hpp"
 
 #include "group_binding.hpp"
 
@@ -52,6 +54,37 @@ const torch_ops::Failure* guarded(Body&& body) {
     failure = torch_ops::Failure{last_message.c_str(), is_bad_argument(e)};
     return &failure;
   }
+}
+
+// "a, b, c": the quant modes for which `has` holds, once per process.
+std::string modes_where(bool (*has)(Quant)) {
+  std::string text;
+  for (Quant q : all_quants())
+    if (has(q)) text += (text.empty() ? "" : ", ") + std::string(to_string(q));
+  return text;
+}
+
+torch_ops::ModeInfo describe_mode(std::int64_t code, int hidden) {
+  const std::optional<EpilogueMode> mode = jit::mode_of_code(code);
+  if (!mode)
+    throw Error("epilogue_mode is " + std::to_string(code) +
+                ", which no mode makes; pass arfuse.torch.mode_code(quant, norm, ...)");
+  mode->validate(hidden);
+  static const std::string padded = modes_where(pads_out), scaled = modes_where(reads_quant_scale),
+                           grouped = modes_where(group_quant_takes);
+  torch_ops::ModeInfo info{};
+  info.mode = *mode;
+  info.name = to_string(mode->quant);
+  info.out_row = mode->out_row(hidden);
+  info.scales = mode->scale_shape(hidden);
+  info.packs_fp4 = packs_fp4(mode->quant);
+  info.pads_out = pads_out(mode->quant);
+  info.group_quant = group_quant_takes(mode->quant);
+  info.scale_name = reads_quant_scale(mode->quant) ? quant_scale_name(mode->quant) : nullptr;
+  const char* argument = quant_scale_argument(mode->quant);
+  info.global_scale = argument != nullptr && std::string(argument) == "global_scale";
+  info.padded_modes = padded.c_str(), info.scale_modes = scaled.c_str(), info.group_quant_modes = grouped.c_str();
+  return info;
 }
 
 HandleEntry lookup(std::int64_t handle) {
@@ -96,7 +129,9 @@ const torch_ops::OpTable table = {
         group_quant(ctx, *args, Stream(ctx.device(), static_cast<NativeStream>(stream)));
       });
     },
-    [](const EpilogueMode* mode, int hidden) { return guarded([&] { mode->validate(hidden); }); },
+    [](std::int64_t code, int hidden, torch_ops::ModeInfo* info) {
+      return guarded([&] { *info = describe_mode(code, hidden); });
+    },
     [](int device, Fp8Dtype* dtype) {
       return guarded([&] {
         if (device >= 0) {
@@ -110,7 +145,6 @@ const torch_ops::OpTable table = {
         }
       });
     },
-    [](Quant quant) { return to_string(quant); },
 };
 
 }  // namespace

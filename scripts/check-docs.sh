@@ -6,11 +6,14 @@
 #     sessions, issue numbers, who lent which machine, the diary of measurements, paths of a build
 #     environment, and (in Markdown) commit hashes;
 #   - every repository path a code file names (in a comment, docstring or message) exists;
+#   - every test file under tests/cpu, tests/gpu and tests/emulated is named after the unit it
+#     tests: a file or folder of arfuse/, include/arfuse/ or tools/ (plus one `_word` for a second
+#     view of it, as cache_hostile.cpp);
 #   - README's C++ quick start is examples/quickstart.cpp, character for character;
 #   - with --tools DIR: each tool's --help lists exactly the options docs/tools.md gives it.
 # --self-test runs the checks on a copy of the tree, then on copies with a planted development
-# word, a dead link, a comment naming a missing file and a 201-line README, and fails unless the
-# first passes and the others fail.
+# word, a dead link, a comment naming a missing file, a test file named after no unit and a
+# 201-line README, and fails unless the first passes and the others fail.
 # Usage: scripts/check-docs.sh [--root DIR] [--tools DIR] [--self-test]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,7 +23,7 @@ while [ $# -gt 0 ]; do
     --root) root=$(cd "${2:?--root takes a folder}" && pwd); shift 2 ;;
     --tools) tools=$(cd "${2:?--tools takes a folder}" && pwd); shift 2 ;;
     --self-test) self_test=1; shift ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "check-docs.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -49,6 +52,8 @@ if [ "$self_test" = 1 ]; then
   expect fail "a dead link" link
   copy path && echo "// The rest is in arfuse/jit/no_such_file.cpp." >> "$work/path/arfuse/jit/render.cpp" && (cd "$work/path" && git add -A)
   expect fail "a comment naming a file that is not there" path
+  copy unit && printf 'TEST_CASE("x", "[cpu]") {}\n' > "$work/unit/tests/cpu/odds_and_ends.cpp" && (cd "$work/unit" && git add -A)
+  expect fail "a test file named after no unit" unit
   copy long && lines=$(wc -l < "$work/long/README.md") &&
     for _ in $(seq "$lines" 200); do echo >> "$work/long/README.md"; done && (cd "$work/long" && git add -A)
   expect fail "a 201-line README" long
@@ -129,6 +134,23 @@ for f in files:
                 continue  # another project's path, or an include the compiler checks
             if not any(t == path or t.endswith("/" + path) for t in tree):
                 failures.append(f"{f}:{n}: names {path}, which is not in the repository")
+
+# Test files are named after the unit they test (CONTRIBUTING.md, "Tests").
+units = set()
+for f in files:
+    if f.startswith(("arfuse/", "include/arfuse/", "tools/")):
+        parts = f.split("/")
+        units.update(parts[1:-1])
+        units.add(parts[-1].split(".")[0])
+for f in files:
+    parts = f.split("/")
+    if len(parts) != 3 or parts[0] != "tests" or parts[1] not in ("cpu", "gpu", "emulated") or not f.endswith(".cpp"):
+        continue
+    if "TEST_CASE(" not in open(os.path.join(root, f), encoding="utf-8").read():
+        continue  # a helper of the tests, not a test file
+    stem = parts[2][:-4]
+    if stem not in units and stem.rsplit("_", 1)[0] not in units:
+        failures.append(f"{f}: named after no file or folder of arfuse/, include/arfuse/ or tools/")
 
 # Relative links of the Markdown pages a reader follows.
 link = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")

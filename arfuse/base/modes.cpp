@@ -5,36 +5,32 @@
 #include "arfuse/base/names.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/templates/limits.cuh"
+#include "arfuse/templates/quant_table.cuh"
 
 namespace arfuse {
 namespace {
 
-// The device code's codes (templates/limits.cuh) are the enums' values.
-static_assert(int(Quant::none) == kQuantNone && int(Quant::fp8) == kQuantFp8 &&
-                  int(Quant::fp8_mirror) == kQuantFp8Mirror && int(Quant::fp8_group) == kQuantFp8Group &&
-                  int(Quant::fp8_group_mirror) == kQuantFp8GroupMirror && int(Quant::mxfp4) == kQuantMxfp4 &&
-                  int(Quant::mxfp4_mirror) == kQuantMxfp4Mirror && int(Quant::fp8_static) == kQuantFp8Static &&
-                  int(Quant::fp8_static_mirror) == kQuantFp8StaticMirror && int(Quant::nvfp4) == kQuantNvfp4 &&
-                  int(Quant::nvfp4_mirror) == kQuantNvfp4Mirror,
-              "Quant codes");
+static_assert(int(Quant::nvfp4) + 1 == kQuantFamilies, "one Quant value per row of the mode table");
 static_assert(int(Norm::rms) == kNormRms && int(Norm::gemma) == kNormGemma, "Norm codes");
 static_assert(int(ScaleFormat::f32) == kScaleF32 && int(ScaleFormat::ue8m0_f32) == kScaleUe8m0F32 &&
                   int(ScaleFormat::e8m0) == kScaleE8m0,
               "ScaleFormat codes");
+static_assert(kLayoutRowMajor == 1 << int(ScaleLayout::row_major) &&
+                  kLayoutColumnMajor == 1 << int(ScaleLayout::column_major) &&
+                  kLayoutSwizzled == 1 << int(ScaleLayout::swizzled_128x4),
+              "ScaleLayout bits");
+
+const QuantRow& row_of(Quant quant) { return kQuantRows[int(quant)]; }
+
+Names<Quant> quant_names() {
+  Names<Quant> names;
+  for (int i = 0; i < kQuantFamilies; ++i) names.emplace_back(Quant(i), kQuantRows[i].name);
+  return names;
+}
 
 // Every enum's names, in the order all_*() lists them.
 const Names<DType> kDTypes{{DType::f16, "f16"}, {DType::bf16, "bf16"}};
-const Names<Quant> kQuants{{Quant::none, "none"},
-                           {Quant::fp8, "fp8"},
-                           {Quant::fp8_mirror, "fp8_mirror"},
-                           {Quant::fp8_group, "fp8_group"},
-                           {Quant::fp8_group_mirror, "fp8_group_mirror"},
-                           {Quant::mxfp4, "mxfp4"},
-                           {Quant::mxfp4_mirror, "mxfp4_mirror"},
-                           {Quant::fp8_static, "fp8_static"},
-                           {Quant::fp8_static_mirror, "fp8_static_mirror"},
-                           {Quant::nvfp4, "nvfp4"},
-                           {Quant::nvfp4_mirror, "nvfp4_mirror"}};
+const Names<Quant> kQuants = quant_names();
 const Names<Norm> kNorms{{Norm::rms, "rms"}, {Norm::gemma, "gemma"}};
 const Names<ScaleFormat> kScaleFormats{
     {ScaleFormat::f32, "f32"}, {ScaleFormat::ue8m0_f32, "ue8m0_f32"}, {ScaleFormat::e8m0, "e8m0"}};
@@ -55,9 +51,24 @@ bool valid_group_size(int g) { return g == 32 || g == 64 || g == 128; }
 
 int element_bytes(DType) { return 2; }
 
+namespace {
+
+// "row_major or column_major": the layouts in a row's mask.
+std::string layouts_text(unsigned layouts) {
+  std::string text;
+  for (ScaleLayout l : all_scale_layouts()) {
+    if ((layouts & (1u << int(l))) == 0) continue;
+    text += fmt::format("{}{}", text.empty() ? "" : " or ", to_string(l));
+  }
+  return text;
+}
+
+}  // namespace
+
 void EpilogueMode::validate(int hidden) const {
   check_hidden(hidden);
-  if (is_group_fp8(quant)) {
+  const QuantRow& row = row_of(quant);
+  if (row.scales == kScalesPerGroup) {
     if (!valid_group_size(group_size)) {
       throw Error(fmt::format("group size {} is not supported by {}: allowed are 32, 64 and 128", group_size,
                               to_string(quant)));
@@ -66,39 +77,59 @@ void EpilogueMode::validate(int hidden) const {
       throw Error(fmt::format("group size {} does not divide hidden size {}", group_size, hidden));
     }
   }
-  if (is_mxfp4(quant)) {
-    if (hidden % kMxBlockSize != 0) {
-      throw Error(
-          fmt::format("{} needs a hidden size divisible by {}, not {}", to_string(quant), kMxBlockSize, hidden));
-    }
-    if (scale_layout != ScaleLayout::row_major) {
-      throw Error(fmt::format("{} scales are row-major [tokens, hidden / 32]; scale_layout must be row_major",
-                              to_string(quant)));
-    }
+  if (row.scales == kScalesPerBlock && hidden % row.block != 0) {
+    throw Error(fmt::format("{} needs a hidden size divisible by {}, not {}", to_string(quant), row.block, hidden));
   }
-  if (is_nvfp4(quant)) {
-    if (hidden % kNvfp4BlockSize != 0) {
-      throw Error(
-          fmt::format("{} needs a hidden size divisible by {}, not {}", to_string(quant), kNvfp4BlockSize, hidden));
-    }
-    if (scale_layout == ScaleLayout::column_major) {
-      throw Error(
-          fmt::format("scale_layout column_major is not an {} layout: use row_major (linear [tokens, hidden / "
-                      "16]) or swizzled_128x4",
-                      to_string(quant)));
-    }
-  } else if (scale_layout == ScaleLayout::swizzled_128x4) {
-    throw Error(fmt::format("scale_layout swizzled_128x4 is NVFP4's; quant {} takes {}", to_string(quant),
-                            is_group_fp8(quant) ? "row_major or column_major" : "row_major"));
+  if ((row.layouts & (1u << int(scale_layout))) == 0) {
+    throw Error(fmt::format("scale_layout {} is not a layout quant {} takes: allowed {} {}", to_string(scale_layout),
+                            to_string(quant), (row.layouts & (row.layouts - 1)) ? "are" : "is",
+                            layouts_text(row.layouts)));
+  }
+  if (mirror && quant == Quant::none) {
+    throw Error(
+        "mirror is set with quant none: the mirror is y in T beside a quantised output, and without "
+        "quant the output already is y in T");
   }
 }
 
 std::string EpilogueMode::text() const {
+  const QuantRow& row = row_of(quant);
   std::string s = to_string(quant);
-  if (is_group_fp8(quant)) s += fmt::format(" g{} {} {}", group_size, to_string(scale_format), to_string(scale_layout));
-  if (is_nvfp4(quant)) s += fmt::format(" {}", to_string(scale_layout));
+  if (row.scales == kScalesPerGroup) s += fmt::format(" g{} {}", group_size, to_string(scale_format));
+  if ((row.scales == kScalesPerGroup || row.scales == kScalesPerBlock) && (row.layouts & (row.layouts - 1)))
+    s += fmt::format(" {}", to_string(scale_layout));
+  if (mirror) s += " mirror";
   return s + " " + to_string(norm);
 }
+
+int EpilogueMode::out_row(int hidden) const { return row_of(quant).packs_fp4 ? hidden / 2 : hidden; }
+
+ScaleShape EpilogueMode::scale_shape(int hidden) const {
+  const QuantRow& row = row_of(quant);
+  ScaleShape s;
+  switch (row.scales) {
+    case kScalesPerToken: s.columns = 1, s.per_row = true; break;
+    case kScalesPerGroup: s.columns = valid_group_size(group_size) ? hidden / group_size : 0; break;
+    case kScalesPerBlock: s.columns = hidden / row.block; break;
+    default: return s;
+  }
+  s.element_bytes = row.scale_element == kScaleElementByte ||
+                            (row.scale_element == kScaleElementByFormat && scale_format == ScaleFormat::e8m0)
+                        ? 1
+                        : 4;
+  s.transposed = !s.per_row && scale_layout == ScaleLayout::column_major;
+  if (scale_layout == ScaleLayout::swizzled_128x4) s.row_multiple = kSwizzleRows, s.column_multiple = kSwizzleColumns;
+  return s;
+}
+
+bool packs_fp4(Quant q) { return row_of(q).packs_fp4; }
+bool writes_scales(Quant q) { return row_of(q).scales != kScalesNone; }
+bool reads_quant_scale(Quant q) { return row_of(q).reads_scale; }
+const char* quant_scale_name(Quant q) { return row_of(q).scale_name; }
+const char* quant_scale_argument(Quant q) { return row_of(q).reads_scale ? row_of(q).scale_argument : nullptr; }
+bool pads_out(Quant q) { return row_of(q).pads_out; }
+bool group_quant_takes(Quant q) { return row_of(q).group_quant; }
+bool takes_group_size(Quant q) { return row_of(q).scales == kScalesPerGroup; }
 
 const char* to_string(DType v) { return name_in(kDTypes, v); }
 const char* to_string(Quant v) { return name_in(kQuants, v); }

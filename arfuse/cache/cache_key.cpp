@@ -19,13 +19,9 @@ std::string entry_file_name(const Digest& source, const Digest& full) {
   return entry_file_prefix(source) + hex32(full) + kEntrySuffix;
 }
 
-bool file_name_carries(const std::string& file_name, const Digest& full) {
-  const size_t dash = file_name.find('-');
-  return dash != std::string::npos && file_name.compare(dash + 1, 32, hex32(full)) == 0;
-}
-
 // Every part in one pass, so that a reader finds the whole key here; entry_file_name and
-// file_name_carries, for files of the folder, spell the same names.
+// entry_file_prefix, for files of the folder, spell the same names (disk_cache.cpp reads a
+// name back with file_name_carries).
 KernelKey kernel_key(const jit::Source& s, const std::string* compiler_identity) {
   KernelKey k;
   Sha256 source;

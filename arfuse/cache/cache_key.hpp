@@ -37,7 +37,5 @@ KernelKey kernel_key(const jit::Source& source, const std::string* compiler_iden
 // An entry's file name, and the prefix every entry of one source key shares.
 std::string entry_file_name(const Digest& source, const Digest& full);
 std::string entry_file_prefix(const Digest& source);
-// Whether an entry file's name carries this full key (a renamed or copied file does not).
-bool file_name_carries(const std::string& file_name, const Digest& full);
 
 }  // namespace arfuse::cache

@@ -43,7 +43,20 @@ std::string unique_suffix() {
   return fmt::format("{}.{:016x}", ::getpid(), rng());
 }
 
+// A lower-case hex digit's value (entry_file_name spells no other); -1 for any other character.
+int hex_digit(char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; }
+
 }  // namespace
+
+bool file_name_carries(const std::string& file_name, const Digest& full) {
+  const size_t dash = file_name.find('-');
+  if (dash == std::string::npos || file_name.size() < dash + 1 + 32) return false;
+  for (size_t i = 0; i < 16; ++i) {
+    const int high = hex_digit(file_name[dash + 1 + 2 * i]), low = hex_digit(file_name[dash + 2 + 2 * i]);
+    if (high < 0 || low < 0 || std::uint8_t(high * 16 + low) != full[i]) return false;
+  }
+  return true;
+}
 
 bool cache_folder_missing(const std::string& dir) {
   struct stat st;

@@ -38,6 +38,10 @@ bool cache_folder_missing(const std::string& dir);
 // otherwise. Says nothing itself.
 bool usable_cache_folder(const std::string& dir, std::string& why);
 
+// Whether an entry file's name (entry_file_name) carries this full key: the hex digits after its
+// dash spell the key's first 16 bytes. A renamed or copied file's do not.
+bool file_name_carries(const std::string& file_name, const Digest& full);
+
 struct EntryInfo {
   std::string path;  // folder and name, for messages (files are opened by name in the open folder)
   std::string file_name;

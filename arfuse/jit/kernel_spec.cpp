@@ -9,7 +9,9 @@
 
 #include "arfuse/base/names.hpp"
 #include "arfuse/error.hpp"
+#include "arfuse/templates/codes.cuh"
 #include "arfuse/templates/limits.cuh"
+#include "arfuse/templates/quant_table.cuh"
 
 namespace arfuse::jit {
 namespace {
@@ -23,10 +25,23 @@ std::string example_text(Module module, std::optional<Quant> quant) {
   return e.text();
 }
 
-void check_module_takes(Module module, Quant quant) {
-  if (!takes_quant(module, quant)) {
-    throw Error(
-        fmt::format("group_quant quantises y with fp8_group, mxfp4, fp8_static or nvfp4, not {}", to_string(quant)));
+// The modes group_quant takes, as a message names them ("a, b or c").
+std::string group_quant_modes() {
+  std::vector<std::string> names;
+  for (Quant q : all_quants())
+    if (group_quant_takes(q)) names.push_back(to_string(q));
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i) text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return text;
+}
+
+void check_module_takes(Module module, const EpilogueMode& mode) {
+  if (!takes_quant(module, mode.quant)) {
+    throw Error(fmt::format("group_quant quantises y with {}, not {}", group_quant_modes(), to_string(mode.quant)));
+  }
+  if (uses_quant(module) && !takes_mirror(module) && mode.mirror) {
+    throw Error(fmt::format("{} writes no mirror: y is its input (the mirror belongs to the epilogue kernels)",
+                            to_string(module)));
   }
 }
 
@@ -34,7 +49,7 @@ void check_module_takes(Module module, Quant quant) {
 // known, else both counts (the example may be in either).
 std::string field_count_text(Module module, std::optional<Quant> quant, size_t plain) {
   if (!uses_quant(module)) return fmt::format("{}", plain);
-  if (quant) return fmt::format("{} in {}", plain + (is_group_fp8(*quant) ? 2 : 0), to_string(*quant));
+  if (quant) return fmt::format("{} in {}", plain + (takes_group_size(*quant) ? 2 : 0), to_string(*quant));
   return fmt::format("{}, or {} in a group FP8 mode (its group size and scale format)", plain, plain + 2);
 }
 
@@ -63,14 +78,12 @@ int parse_prefixed_int(std::string_view part, char prefix, std::string_view what
 bool uses_quant(Module m) { return m == Module::rmsnorm_quant || m == Module::fused_ar || m == Module::group_quant; }
 bool uses_norm(Module m) { return m == Module::rmsnorm_quant || m == Module::fused_ar; }
 bool uses_world(Module m) { return m == Module::fused_ar || m == Module::allreduce; }
-bool takes_quant(Module m, Quant q) {
-  return m != Module::group_quant || q == Quant::fp8_group || q == Quant::mxfp4 || q == Quant::fp8_static ||
-         q == Quant::nvfp4;
-}
+bool takes_mirror(Module m) { return m == Module::rmsnorm_quant || m == Module::fused_ar; }
+bool takes_quant(Module m, Quant q) { return m != Module::group_quant || group_quant_takes(q); }
 
 void KernelSpec::validate() const {
   const KernelSpec c = canonical();
-  check_module_takes(module, mode.quant);
+  check_module_takes(module, mode);
   c.mode.validate(hidden);
   if (uses_world(module)) {
     if (world < kMinWorld || world > kMaxWorld) {
@@ -85,9 +98,9 @@ void KernelSpec::validate() const {
 
 KernelSpec KernelSpec::canonical() const {
   KernelSpec c = *this;
-  if (!uses_quant(module)) c.mode.quant = Quant::none;
+  if (!uses_quant(module)) c.mode.quant = Quant::none, c.mode.mirror = false;
   // 0: no group size (the kernels' template argument for every mode without groups)
-  if (!is_group_fp8(c.mode.quant)) c.mode.group_size = 0, c.mode.scale_format = ScaleFormat::f32;
+  if (!takes_group_size(c.mode.quant)) c.mode.group_size = 0, c.mode.scale_format = ScaleFormat::f32;
   c.mode.scale_layout = ScaleLayout::row_major;  // the launch's strides, not the kernel
   if (!uses_norm(module)) c.mode.norm = Norm::rms;
   if (!uses_world(module)) c.world = 1, c.stage = 1;
@@ -95,20 +108,70 @@ KernelSpec KernelSpec::canonical() const {
 }
 
 std::uint64_t KernelSpec::packed() const {
+  using namespace codes;
   const KernelSpec c = canonical();
-  // hidden <= kMaxHidden (32768) fits 16 bits once validated; group <= 128 fits 8.
-  return std::uint64_t(c.module) | std::uint64_t(c.dtype) << 4 | std::uint64_t(c.mode.quant) << 8 |
-         std::uint64_t(c.mode.norm) << 12 | std::uint64_t(c.world) << 16 | std::uint64_t(c.stage) << 24 |
-         std::uint64_t(std::uint32_t(c.hidden) & 0xffffu) << 32 |
-         std::uint64_t(std::uint32_t(c.mode.group_size) & 0xffu) << 48 | std::uint64_t(c.mode.scale_format) << 56 |
-         std::uint64_t(c.views) << 62;
+  return ModuleBits::put(unsigned(c.module)) | HiddenBits::put(hidden_code(unsigned(c.hidden))) |
+         Bf16Bits::put(c.dtype == DType::bf16) | QuantBits::put(unsigned(c.quant_code())) |
+         NormBits::put(unsigned(c.mode.norm)) | GroupBits::put(group_code(unsigned(c.mode.group_size))) |
+         ScaleFormatBits::put(unsigned(c.mode.scale_format)) | WorldBits::put(unsigned(c.world)) |
+         StageBits::put(unsigned(c.stage - 1)) | EpilogueBits::put(c.module == Module::fused_ar) |
+         ViewsBits::put(c.views);
+}
+
+int KernelSpec::quant_code() const { return arfuse::quant_code(int(mode.quant), mode.mirror); }
+
+KernelSpec KernelSpec::unpacked(std::uint64_t code, const Target& target) {
+  using namespace codes;
+  KernelSpec s;
+  s.module = Module(ModuleBits::get(code));
+  s.hidden = int(hidden_of_code(HiddenBits::get(code)));
+  s.dtype = Bf16Bits::get(code) ? DType::bf16 : DType::f16;
+  const int quant = int(QuantBits::get(code));
+  s.mode.quant = Quant(quant_family(quant));
+  s.mode.mirror = quant_mirror(quant);
+  s.mode.norm = Norm(NormBits::get(code));
+  s.mode.group_size = int(group_of_code(GroupBits::get(code)));
+  s.mode.scale_format = ScaleFormat(ScaleFormatBits::get(code));
+  s.world = int(WorldBits::get(code));
+  s.stage = int(StageBits::get(code)) + 1;
+  s.views = ViewsBits::get(code);
+  s.target = target;
+  return s;
+}
+
+std::int64_t mode_code(const EpilogueMode& mode) {
+  using namespace codes;
+  return std::int64_t(QuantBits::put(unsigned(quant_code(int(mode.quant), mode.mirror))) |
+                      NormBits::put(unsigned(mode.norm)) | GroupBits::put(group_code(unsigned(mode.group_size))) |
+                      ScaleFormatBits::put(unsigned(mode.scale_format)) |
+                      ScaleLayoutBits::put(unsigned(mode.scale_layout)));
+}
+
+std::optional<EpilogueMode> mode_of_code(std::int64_t code) {
+  using namespace codes;
+  const auto c = std::uint64_t(code);
+  const std::uint64_t fields = QuantBits::put(~0u) | NormBits::put(~0u) | GroupBits::put(~0u) |
+                               ScaleFormatBits::put(~0u) | ScaleLayoutBits::put(~0u);
+  const unsigned quant = QuantBits::get(c), format = ScaleFormatBits::get(c), layout = ScaleLayoutBits::get(c);
+  if ((c & ~fields) != 0 || quant > unsigned(kMaxQuantCode) || format > unsigned(ScaleFormat::e8m0) ||
+      layout > unsigned(ScaleLayout::swizzled_128x4))
+    return std::nullopt;
+  EpilogueMode mode;
+  mode.quant = Quant(quant_family(int(quant)));
+  mode.mirror = quant_mirror(int(quant));
+  mode.norm = Norm(NormBits::get(c));
+  mode.group_size = int(group_of_code(GroupBits::get(c)));
+  mode.scale_format = ScaleFormat(format);
+  mode.scale_layout = ScaleLayout(layout);
+  return mode;
 }
 
 std::string KernelSpec::text() const {
   const KernelSpec c = canonical();
   std::string s = fmt::format("{}/h{}/{}", to_string(c.module), c.hidden, to_string(c.dtype));
   if (uses_quant(c.module)) s += fmt::format("/{}", to_string(c.mode.quant));
-  if (is_group_fp8(c.mode.quant)) s += fmt::format("/g{}/{}", c.mode.group_size, to_string(c.mode.scale_format));
+  if (takes_group_size(c.mode.quant)) s += fmt::format("/g{}/{}", c.mode.group_size, to_string(c.mode.scale_format));
+  if (c.mode.mirror) s += "/mirror";
   if (uses_norm(c.module)) s += fmt::format("/{}", to_string(c.mode.norm));
   if (uses_world(c.module)) s += fmt::format("/w{}/s{}", c.world, c.stage);
   if (c.views) s += "/views";
@@ -128,8 +191,18 @@ KernelSpec KernelSpec::parse(std::string_view text) {
   // A group FP8 mode carries its group size and scale format after it.
   const std::optional<Quant> quant =
       uses_quant(s.module) && parts.size() > 3 ? std::optional<Quant>(parse_quant(parts[3])) : std::nullopt;
-  if (quant) check_module_takes(s.module, *quant);
-  const size_t expected = plain + (quant && is_group_fp8(*quant) ? 2 : 0);
+  // The mirror, where present, follows the quant mode's fields.
+  const size_t mirror_at = quant ? (takes_group_size(*quant) ? 6 : 4) : 0;
+  if (quant && parts.size() > mirror_at && parts[mirror_at] == "mirror") {
+    s.mode.mirror = true;
+    parts.erase(parts.begin() + long(mirror_at));
+  }
+  if (quant) {
+    EpilogueMode asked = s.mode;
+    asked.quant = *quant;
+    check_module_takes(s.module, asked);
+  }
+  const size_t expected = plain + (quant && takes_group_size(*quant) ? 2 : 0);
   if (parts.size() != expected) {
     throw Error(fmt::format("spec '{}' has {} fields; a {} spec has {}, e.g. '{}'", text, parts.size(),
                             to_string(s.module), field_count_text(s.module, quant, plain),
@@ -139,7 +212,7 @@ KernelSpec KernelSpec::parse(std::string_view text) {
   s.hidden = parse_prefixed_int(parts[i++], 'h', "hidden", text);
   s.dtype = parse_dtype(parts[i++]);
   if (uses_quant(s.module)) s.mode.quant = parse_quant(parts[i++]);
-  if (is_group_fp8(s.mode.quant)) {
+  if (takes_group_size(s.mode.quant)) {
     s.mode.group_size = parse_prefixed_int(parts[i++], 'g', "group size", text);
     s.mode.scale_format = parse_scale_format(parts[i++]);
   }
@@ -160,8 +233,9 @@ nlohmann::json KernelSpec::json() const {
                       {"dtype", to_string(c.dtype)},
                       {"target", c.target.name()}};
   if (uses_quant(c.module)) j["quant"] = to_string(c.mode.quant);
-  if (is_group_fp8(c.mode.quant))
+  if (takes_group_size(c.mode.quant))
     j["group_size"] = c.mode.group_size, j["scale_format"] = to_string(c.mode.scale_format);
+  if (c.mode.mirror) j["mirror"] = true;
   if (uses_norm(c.module)) j["norm"] = to_string(c.mode.norm);
   if (uses_world(c.module)) j["world"] = c.world, j["stage"] = c.stage;
   if (c.views) j["views"] = true;
@@ -187,12 +261,17 @@ KernelSpec KernelSpec::from_json(const nlohmann::json& j) {
   s.dtype = parse_dtype(string_field("dtype"));
   s.target = Target::parse(string_field("target"));
   if (uses_quant(s.module)) s.mode.quant = parse_quant(string_field("quant"));
-  if (is_group_fp8(s.mode.quant)) {
+  if (takes_group_size(s.mode.quant)) {
     s.mode.group_size = int_field("group_size");
     s.mode.scale_format = parse_scale_format(string_field("scale_format"));
   }
   if (uses_norm(s.module)) s.mode.norm = parse_norm(string_field("norm"));
   if (uses_world(s.module)) s.world = int_field("world"), s.stage = int_field("stage");
+  if (j.contains("mirror")) {
+    if (!j["mirror"].is_boolean())
+      throw Error(fmt::format("spec field \"mirror\" must be true or false, not {}", j["mirror"].dump()));
+    s.mode.mirror = j["mirror"].get<bool>();
+  }
   if (j.contains("views")) {
     if (!j["views"].is_boolean())
       throw Error(fmt::format("spec field \"views\" must be true or false, not {}", j["views"].dump()));

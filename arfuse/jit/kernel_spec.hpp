@@ -4,7 +4,7 @@
 // when they build the same kernel. Canonical text form (also the JSON form's "spec" field):
 //   rmsnorm_quant/h6144/bf16/fp8/rms/sm_90
 //   token_quant/h6144/bf16/sm_90
-//   fused_ar/h6144/bf16/fp8_mirror/gemma/w4/s2/sm_90
+//   fused_ar/h6144/bf16/fp8/mirror/gemma/w4/s2/sm_90            (the mirror after the quant mode)
 //   fused_ar/h7168/bf16/fp8_group/g128/ue8m0_f32/rms/w8/s1/sm_90   (group size, scale format)
 //   rmsnorm_quant/h2880/bf16/mxfp4/rms/sm_90
 //   group_quant/h7168/bf16/fp8_group/g128/e8m0/sm_90
@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,7 +27,7 @@
 
 namespace arfuse::jit {
 
-// group_quant: steps 7b-7e alone on y (fp8_group, mxfp4, fp8_static, nvfp4), as token_quant is
+// group_quant: a block-scaled or static step alone on y (the modes group_quant_takes()), as token_quant is
 // step 7 alone.
 enum class Module { rmsnorm_quant, token_quant, fused_ar, allreduce, group_quant };
 
@@ -49,9 +50,13 @@ struct KernelSpec {
   // This spec with the fields its module does not use reset to their defaults.
   KernelSpec canonical() const;
   std::string text() const;
-  // The canonical fields other than the target in one number: equal for two specs of one target
-  // exactly when they build the same kernel (a key that costs no string).
+  // The canonical fields other than the target in one number (the fields of templates/codes.cuh):
+  // equal for two specs of one target exactly when they build the same kernel (a key that costs
+  // no string). unpacked(packed(), target) is canonical().
   std::uint64_t packed() const;
+  static KernelSpec unpacked(std::uint64_t code, const Target& target);
+  // The kernel's quant code (templates/quant_table.cuh): the mode and its mirror in one number.
+  int quant_code() const;
   static KernelSpec parse(std::string_view text);
   nlohmann::json json() const;
   static KernelSpec from_json(const nlohmann::json& json);
@@ -60,11 +65,20 @@ struct KernelSpec {
   bool operator!=(const KernelSpec& other) const { return !(*this == other); }
 };
 
+// An EpilogueMode as one number, in the fields a spec's packed() and a call descriptor use (the
+// PyTorch ops' epilogue_mode): quant code (mode and mirror), norm, group size, scale format and
+// scale layout. A group size no kernel takes encodes as none (validate() then refuses it for
+// fp8_group). mode_of_code is empty for a number mode_code does not make.
+std::int64_t mode_code(const EpilogueMode& mode);
+std::optional<EpilogueMode> mode_of_code(std::int64_t code);
+
 bool uses_quant(Module module);
-// Whether `module` has a kernel for `quant`: group_quant only for fp8_group, mxfp4, fp8_static and
-// nvfp4 (the mirror modes belong to the epilogue kernels); every other module for every mode.
+// Whether `module` has a kernel for `quant`: group_quant for the modes group_quant_takes(); every
+// other module for every mode.
 bool takes_quant(Module module, Quant quant);
 bool uses_norm(Module module);
+// Whether `module` writes y in T beside its quantised output: the epilogue kernels, not group_quant.
+bool takes_mirror(Module module);
 bool uses_world(Module module);
 
 const char* to_string(Module value);

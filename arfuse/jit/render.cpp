@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <initializer_list>
+#include <string>
+
 namespace arfuse::jit {
 namespace {
 
@@ -11,28 +14,41 @@ const char* root_template(Module module) {
   return module == Module::fused_ar || module == Module::allreduce ? "fused_ar.cuh" : "rmsnorm_quant.cuh";
 }
 
+// One template argument as the kernel's source spells it: a type, a number or a truth value.
+struct TemplateArgument {
+  std::string text;
+  TemplateArgument(const char* type) : text(type) {}            // NOLINT(google-explicit-constructor): a type's name
+  TemplateArgument(int value) : text(std::to_string(value)) {}  // NOLINT(google-explicit-constructor)
+  TemplateArgument(bool value) : text(value ? "true" : "false") {}  // NOLINT(google-explicit-constructor)
+};
+
+// "name<a, b, ...>": the instantiation NVRTC and hiprtc look up by name.
+std::string instantiate(const char* name, std::initializer_list<TemplateArgument> arguments) {
+  std::string s = std::string(name) + "<";
+  for (const auto& a : arguments) s += (s.back() == '<' ? "" : ", ") + a.text;
+  return s + ">";
+}
+
+// The arguments in each kernel template's parameter order (templates/rmsnorm_quant.cuh,
+// templates/fused_ar.cuh).
 std::string name_expression(const KernelSpec& s, const BlockShape& b) {
   const char* t = device_type(s.dtype);
-  const char* views = s.views ? "true" : "false";
+  const int quant = s.quant_code(), norm = int(s.mode.norm), format = int(s.mode.scale_format);
   switch (s.module) {
     case Module::rmsnorm_quant:
-      return fmt::format("arfuse::rmsnorm_quant_kernel<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", t, s.hidden, b.threads,
-                         b.vectors_per_thread, int(s.mode.quant), int(s.mode.norm), s.mode.group_size,
-                         int(s.mode.scale_format), views, min_resident_blocks(s, b));
+      return instantiate("arfuse::rmsnorm_quant_kernel",
+                         {t, s.hidden, b.threads, b.vectors_per_thread, quant, norm, s.mode.group_size, format, s.views,
+                          min_resident_blocks(s, b)});
     case Module::token_quant:
-      return fmt::format("arfuse::token_quant_kernel<{}, {}, {}, {}, {}>", t, s.hidden, b.threads, b.vectors_per_thread,
-                         views);
+      return instantiate("arfuse::token_quant_kernel", {t, s.hidden, b.threads, b.vectors_per_thread, s.views});
     case Module::group_quant:
-      return fmt::format("arfuse::group_quant_kernel<{}, {}, {}, {}, {}, {}, {}, {}>", t, s.hidden, b.threads,
-                         b.vectors_per_thread, int(s.mode.quant), s.mode.group_size, int(s.mode.scale_format), views);
+      return instantiate("arfuse::group_quant_kernel",
+                         {t, s.hidden, b.threads, b.vectors_per_thread, quant, s.mode.group_size, format, s.views});
     case Module::fused_ar:
-    case Module::allreduce: {
-      const bool epilogue = s.module == Module::fused_ar;
-      return fmt::format("arfuse::fused_ar_kernel<{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}>", t, s.hidden,
-                         b.threads, b.vectors_per_thread, int(s.mode.quant), int(s.mode.norm), s.mode.group_size,
-                         int(s.mode.scale_format), s.world, s.stage, epilogue ? "true" : "false", views,
-                         min_resident_blocks(s, b));
-    }
+    case Module::allreduce:
+      return instantiate("arfuse::fused_ar_kernel",
+                         {t, s.hidden, b.threads, b.vectors_per_thread, quant, norm, s.mode.group_size, format, s.world,
+                          s.stage, s.module == Module::fused_ar, s.views, min_resident_blocks(s, b)});
   }
   return {};
 }

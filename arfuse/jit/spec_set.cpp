@@ -62,6 +62,19 @@ std::vector<int> int_field(const json& entry, const char* key, const std::string
   return out;
 }
 
+std::vector<bool> bool_field(const json& entry, const char* key, const std::string& path,
+                             const std::vector<bool>& all) {
+  if (!entry.contains(key)) return all;
+  std::vector<bool> out;
+  int i = 0;
+  for (const auto& v : as_list(entry[key], path + "." + key)) {
+    const std::string p = fmt::format("{}.{}[{}]", path, key, i++);
+    if (!v.is_boolean()) bad(p, fmt::format("{} must be true or false", v.dump()));
+    out.push_back(v.get<bool>());
+  }
+  return out;
+}
+
 // The lists one entry selects. quants_defaulted: the entry named no quant mode, so a hidden
 // size that a block-scaled mode's group does not divide is skipped for that mode, not refused.
 struct Selection {
@@ -72,15 +85,23 @@ struct Selection {
   bool modules_defaulted = false;  // group_quant then skips the modes it does not take
   std::vector<int> groups;
   std::vector<ScaleFormat> scales;
+  std::vector<bool> mirrors;
   std::vector<Norm> norms;
   std::vector<int> worlds, stages;
 };
 
 bool divides(Quant q, int group, int hidden) {
-  if (is_group_fp8(q)) return valid_group_size(group) && hidden % group == 0;
-  if (is_mxfp4(q)) return hidden % kMxBlockSize == 0;
-  if (is_nvfp4(q)) return hidden % kNvfp4BlockSize == 0;
-  return true;
+  try {
+    check_hidden(hidden);
+  } catch (const Error&) {
+    return true;  // not the mode's to skip: validate() names it
+  }
+  try {
+    EpilogueMode{q, Norm::rms, group}.validate(hidden);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 void expand(Module m, const Selection& sel, const std::vector<Target>& targets, const std::string& path,
@@ -93,24 +114,26 @@ void expand(Module m, const Selection& sel, const std::vector<Target>& targets, 
     for (int h : sel.hidden)
       for (DType d : sel.dtypes)
         for (Quant qq : q)
-          for (int g : is_group_fp8(qq) ? sel.groups : std::vector<int>{0})
-            for (ScaleFormat sf : is_group_fp8(qq) ? sel.scales : std::vector<ScaleFormat>{ScaleFormat::f32})
-              for (Norm nn : n)
-                for (int ww : w)
-                  for (int ss : s) {
-                    if (sel.quants_defaulted && !divides(qq, g, h)) continue;
-                    if (!takes_quant(m, qq) && (sel.quants_defaulted || sel.modules_defaulted)) continue;
-                    KernelSpec spec;
-                    spec.module = m, spec.hidden = h, spec.dtype = d, spec.mode.quant = qq, spec.mode.norm = nn;
-                    spec.mode.group_size = g, spec.mode.scale_format = sf, spec.world = ww, spec.stage = ss,
-                    spec.target = target;
-                    try {
-                      spec.validate();
-                    } catch (const Error& e) {
-                      bad(path, e.what());
+          for (int g : takes_group_size(qq) ? sel.groups : std::vector<int>{0})
+            for (ScaleFormat sf : takes_group_size(qq) ? sel.scales : std::vector<ScaleFormat>{ScaleFormat::f32})
+              for (bool mirror : uses_quant(m) ? sel.mirrors : std::vector<bool>{false})
+                for (Norm nn : n)
+                  for (int ww : w)
+                    for (int ss : s) {
+                      if (sel.quants_defaulted && !divides(qq, g, h)) continue;
+                      const bool taken = takes_quant(m, qq) && !(mirror && (qq == Quant::none || !takes_mirror(m)));
+                      if (!taken && (sel.quants_defaulted || sel.modules_defaulted)) continue;
+                      KernelSpec spec;
+                      spec.module = m, spec.hidden = h, spec.dtype = d, spec.mode.quant = qq, spec.mode.norm = nn;
+                      spec.mode.group_size = g, spec.mode.scale_format = sf, spec.mode.mirror = mirror;
+                      spec.world = ww, spec.stage = ss, spec.target = target;
+                      try {
+                        spec.validate();
+                      } catch (const Error& e) {
+                        bad(path, e.what());
+                      }
+                      out.push_back(spec);
                     }
-                    out.push_back(spec);
-                  }
 }
 
 }  // namespace
@@ -126,10 +149,9 @@ const std::vector<int>& default_world_sizes() {
 }
 
 const std::vector<Quant>& default_quants() {
-  // The block-scaled and static modes without their mirrors, group 128 with fp32 scales: what
-  // engines ask for most; the rest compile on first use.
-  static const std::vector<Quant> v{Quant::none,  Quant::fp8,        Quant::fp8_mirror, Quant::fp8_group,
-                                    Quant::mxfp4, Quant::fp8_static, Quant::nvfp4};
+  // Every mode, group 128 with fp32 scales: what engines ask for most; the rest compile on first
+  // use.
+  static const std::vector<Quant> v = all_quants();
   return v;
 }
 
@@ -138,9 +160,13 @@ std::vector<KernelSpec> default_specs(const std::vector<Target>& targets) {
   Selection sel;
   sel.hidden = default_hidden_sizes(), sel.dtypes = all_dtypes(), sel.quants = default_quants();
   sel.quants_defaulted = sel.modules_defaulted = true;
-  sel.groups = {128}, sel.scales = {ScaleFormat::f32}, sel.norms = all_norms();
+  sel.groups = {128}, sel.scales = {ScaleFormat::f32}, sel.mirrors = {false}, sel.norms = all_norms();
   sel.worlds = default_world_sizes(), sel.stages = {1, 2};
   for (Module m : all_modules()) expand(m, sel, targets, "(default set)", out);
+  // The mirror only with per-token FP8 (the others' mirrors compile on first use).
+  sel.quants = {Quant::fp8}, sel.mirrors = {true};
+  for (Module m : all_modules())
+    if (takes_mirror(m)) expand(m, sel, targets, "(default set)", out);
   return out;
 }
 
@@ -169,7 +195,7 @@ SpecSet parse_spec_set(const json& config, const std::vector<Target>& targets) {
   }
   if (!config.contains("specs") || !config["specs"].is_array()) bad("$.specs", "must be a list of spec objects");
   static const std::vector<std::string> keys{"module",       "hidden", "dtype", "quant", "group_size",
-                                             "scale_format", "norm",   "world", "stage"};
+                                             "scale_format", "mirror", "norm",  "world", "stage"};
   for (size_t i = 0; i < config["specs"].size(); ++i) {
     const json& entry = config["specs"][i];
     const std::string path = fmt::format("$.specs[{}]", i);
@@ -177,7 +203,8 @@ SpecSet parse_spec_set(const json& config, const std::vector<Target>& targets) {
     for (auto& [key, value] : entry.items()) {
       if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
         bad(path + "." + key,
-            "unknown key; allowed are module, hidden, dtype, quant, group_size, scale_format, norm, world, stage");
+            "unknown key; allowed are module, hidden, dtype, quant, group_size, scale_format, mirror, norm, world, "
+            "stage");
       }
     }
     const auto modules = enum_field(entry, "module", path, all_modules(), parse_module);
@@ -190,6 +217,7 @@ SpecSet parse_spec_set(const json& config, const std::vector<Target>& targets) {
     sel.groups = int_field(entry, "group_size", path, {128});
     sel.scales =
         enum_field(entry, "scale_format", path, std::vector<ScaleFormat>{ScaleFormat::f32}, parse_scale_format);
+    sel.mirrors = bool_field(entry, "mirror", path, {false});
     sel.norms = enum_field(entry, "norm", path, all_norms(), parse_norm);
     sel.worlds = int_field(entry, "world", path, default_world_sizes());
     sel.stages = int_field(entry, "stage", path, {1, 2});

@@ -26,10 +26,11 @@ struct SpecSet {
   std::vector<std::string> targets;  // from the config's "targets", if any
 };
 
-// none, fp8, fp8_mirror, fp8_group (group 128, fp32 scales), mxfp4.
+// Every quant mode (fp8_group: group 128, fp32 scales).
 const std::vector<Quant>& default_quants();
 
-// Every module over its default product (default_quants), for each target.
+// Every module over its default product (default_quants, and per-token FP8's mirror), for each
+// target.
 std::vector<KernelSpec> default_specs(const std::vector<Target>& targets);
 
 // Throws arfuse::Error naming the JSON path, the value and what is allowed.

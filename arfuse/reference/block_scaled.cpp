@@ -6,6 +6,7 @@
 #include "arfuse/error.hpp"
 #include "arfuse/reference/microscaling.hpp"
 #include "arfuse/reference/numerics.hpp"
+#include "arfuse/templates/quant_table.cuh"
 
 namespace arfuse::reference {
 namespace {

@@ -118,13 +118,13 @@ EpilogueOutputs epilogue(const EpilogueConfig& c, int tokens, const Bits16& ar, 
   check_size(weight, size_t(c.hidden), "weight");
   const Layout l = layout_for(c);
   const bool quant = c.mode.quant != Quant::none;
-  const bool token_fp8 = c.mode.quant == Quant::fp8 || c.mode.quant == Quant::fp8_mirror;
-  const bool block_scaled = is_group_fp8(c.mode.quant) || packs_fp4(c.mode.quant) || is_static_fp8(c.mode.quant);
+  const bool token_fp8 = c.mode.quant == Quant::fp8;
+  const bool block_scaled = quant && !token_fp8;
   EpilogueOutputs o;
   o.residual_out.resize(n);
   if (token_fp8) o.q.resize(n), o.scales.resize(size_t(tokens));
   if (!quant) o.out.resize(n);
-  if (writes_mirror(c.mode.quant)) o.mirror.resize(n);
+  if (c.mode.mirror) o.mirror.resize(n);
   Bits16 all_y(block_scaled ? n : 0);  // 7b-7e quantise y after every row is normalised
   std::vector<float> g(size_t(c.hidden)), res(size_t(c.hidden)), y(size_t(c.hidden));
   for (int i = 0; i < c.hidden; ++i) {
@@ -143,27 +143,34 @@ EpilogueOutputs epilogue(const EpilogueConfig& c, int tokens, const Bits16& ar, 
       const std::uint16_t yb = narrow((res[i] * inv) * g[i], c.dtype);
       y[i] = widen(yb, c.dtype);
       if (!quant) o.out[row + i] = yb;
-      if (writes_mirror(c.mode.quant)) o.mirror[row + i] = yb;
+      if (c.mode.mirror) o.mirror[row + i] = yb;
       if (block_scaled) all_y[row + i] = yb;
     }
     if (token_fp8) quantize_row(c, l, y.data(), o.q.data() + row, o.scales.data() + t);
   }
-  if (is_group_fp8(c.mode.quant)) {
-    GroupQuantConfig g{c.hidden,           c.mode.group_size, c.dtype, c.target.fp8_format(), c.mode.scale_format,
-                       c.mode.scale_layout};
-    auto grouped = group_quant(g, tokens, all_y);
-    o.q = std::move(grouped.q), o.scales = std::move(grouped.scales), o.scale_bytes = std::move(grouped.scale_bytes);
-  }
-  if (is_mxfp4(c.mode.quant)) {
-    auto mx = mxfp4_quant(c.hidden, c.dtype, tokens, all_y);
-    o.q = std::move(mx.packed), o.scale_bytes = std::move(mx.scales);
-  }
-  if (is_static_fp8(c.mode.quant)) {
-    o.q = static_fp8_quant(c.hidden, c.dtype, c.target.fp8_format(), tokens, all_y, c.quant_scale);
-  }
-  if (is_nvfp4(c.mode.quant)) {
-    auto nv = nvfp4_quant(c.hidden, c.dtype, tokens, all_y, c.quant_scale, c.mode.scale_layout);
-    o.q = std::move(nv.packed), o.scale_bytes = std::move(nv.scales);
+  switch (c.mode.quant) {  // steps 7b-7e over every row's y
+    case Quant::fp8_group: {
+      GroupQuantConfig g{c.hidden,           c.mode.group_size, c.dtype, c.target.fp8_format(), c.mode.scale_format,
+                         c.mode.scale_layout};
+      auto grouped = group_quant(g, tokens, all_y);
+      o.q = std::move(grouped.q), o.scales = std::move(grouped.scales), o.scale_bytes = std::move(grouped.scale_bytes);
+      break;
+    }
+    case Quant::mxfp4: {
+      auto mx = mxfp4_quant(c.hidden, c.dtype, tokens, all_y);
+      o.q = std::move(mx.packed), o.scale_bytes = std::move(mx.scales);
+      break;
+    }
+    case Quant::fp8_static:
+      o.q = static_fp8_quant(c.hidden, c.dtype, c.target.fp8_format(), tokens, all_y, c.quant_scale);
+      break;
+    case Quant::nvfp4: {
+      auto nv = nvfp4_quant(c.hidden, c.dtype, tokens, all_y, c.quant_scale, c.mode.scale_layout);
+      o.q = std::move(nv.packed), o.scale_bytes = std::move(nv.scales);
+      break;
+    }
+    case Quant::none:
+    case Quant::fp8: break;
   }
   return o;
 }

@@ -35,7 +35,7 @@ struct EpilogueOutputs {
   std::vector<std::uint8_t> q;            // fp8 bytes, or packed E2M1 (mxfp4, nvfp4) [tokens, hidden / 2]
   std::vector<float> scales;              // fp8 [tokens]; fp8_group with fp32 / UE8M0-as-fp32 scales
   std::vector<std::uint8_t> scale_bytes;  // fp8_group with E8M0 scales; mxfp4; nvfp4 (its layout)
-  Bits16 mirror;                          // the _mirror modes
+  Bits16 mirror;                          // with mode.mirror
 };
 
 // Steps 3-4 for one row of res (widened to f32, hidden elements): the sum of squares over the

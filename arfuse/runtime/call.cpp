@@ -1,32 +1,78 @@
 #include "arfuse/runtime/call.hpp"
 
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "arfuse/base/names.hpp"
+#include "arfuse/error.hpp"
 #include "arfuse/runtime/context.hpp"
-#include "arfuse/runtime/group_state.hpp"
+#include "arfuse/runtime/kernel_args.hpp"
 #include "arfuse/runtime/launch.hpp"
 #include "arfuse/runtime/validate.hpp"
 
 namespace arfuse {
+
 namespace {
 
-Plan plan_of(const Rank& rank, const CallShape& shape) {
-  const Group& group = RankAccess::group(rank);
-  return plan_call(topology_of(group), GroupAccess::state(group).policy, shape);
+void require_open(const GroupState& group) {
+  if (group.closed) throw Error("the group is closed");
 }
 
-const LaunchableKernel* kernel_of(Rank& rank, const Plan& plan) {
-  return plan.has_kernel ? &load_kernel(rank.context(), plan.spec) : nullptr;
+void require_group_dtype(const GroupState& group, DType dtype) {
+  const std::optional<DType>& own = group.options.dtype;
+  if (own && dtype != *own) throw Error(fmt::format("dtype {} was passed to a group created for {}", dtype, *own));
 }
 
 }  // namespace
 
-void run_allreduce_rmsnorm(Rank& rank, const AllreduceRmsnormArgs& args, const Stream& stream) {
+void check_group_open(const GroupState& group, DType dtype) {
+  require_open(group);
+  require_group_dtype(group, dtype);
+}
+
+namespace {
+
+// The dtype's check comes last: it names the dtype.
+template <typename Args>
+CallShape checked_shape(const RankState& rank, const Args& a, bool epilogue, const EpilogueMode& mode) {
+  const GroupState& group = *rank.group;
+  require_open(group);
+  const Topology& t = group.topology();
+  validate_args(a, t.call_max_tokens(), t.call_max_hidden());
+  const bool views = is_view(a);
+  require_group_dtype(group, a.dtype);
+  return CallShape{epilogue, a.tokens, a.hidden, a.dtype, mode, views};
+}
+
+}  // namespace
+
+CallShape validate_call(const RankState& rank, const AllreduceRmsnormArgs& a) {
+  return checked_shape(rank, a, true, a.mode);
+}
+
+CallShape validate_call(const RankState& rank, const AllreduceArgs& a) { return checked_shape(rank, a, false, {}); }
+
+namespace {
+
+Plan plan_of(const RankState& rank, const CallShape& shape) {
+  return plan_call(rank.group->topology(), rank.group->policy, shape);
+}
+
+const LaunchableKernel* kernel_of(const RankState& rank, const Plan& plan) {
+  return plan.has_kernel ? &load_kernel(*rank.context, plan.spec) : nullptr;
+}
+
+}  // namespace
+
+void run_allreduce_rmsnorm(RankState& rank, const AllreduceRmsnormArgs& args, const Stream& stream) {
   const CallShape shape = validate_call(rank, args);
   if (shape.tokens == 0) return;
   const Plan plan = plan_of(rank, shape);
   launch_call(rank, plan, kernel_of(rank, plan), args, stream);
 }
 
-void run_allreduce(Rank& rank, const AllreduceArgs& args, const Stream& stream) {
+void run_allreduce(RankState& rank, const AllreduceArgs& args, const Stream& stream) {
   const CallShape shape = validate_call(rank, args);
   if (shape.tokens == 0) return;
   const Plan plan = plan_of(rank, shape);

@@ -3,11 +3,15 @@
 // epilogue kernel). Rank::allreduce_rmsnorm and Rank::allreduce are these.
 #pragma once
 
-#include "arfuse/group.hpp"
+#include "arfuse/allreduce.hpp"
+#include "arfuse/runtime/group_state.hpp"
 
 namespace arfuse {
 
-void run_allreduce_rmsnorm(Rank& rank, const AllreduceRmsnormArgs& args, const Stream& stream);
-void run_allreduce(Rank& rank, const AllreduceArgs& args, const Stream& stream);
+// Throws Error when the group is closed or `dtype` is not the one it was created for.
+void check_group_open(const GroupState& group, DType dtype);
+
+void run_allreduce_rmsnorm(RankState& rank, const AllreduceRmsnormArgs& args, const Stream& stream);
+void run_allreduce(RankState& rank, const AllreduceArgs& args, const Stream& stream);
 
 }  // namespace arfuse

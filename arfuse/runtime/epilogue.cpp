@@ -2,7 +2,7 @@
 
 #include "arfuse/runtime/context.hpp"
 #include "arfuse/runtime/epilogue_launch.hpp"
-#include "arfuse/runtime/launch.hpp"
+#include "arfuse/runtime/kernel_args.hpp"
 #include "arfuse/runtime/validate.hpp"
 
 namespace arfuse {

@@ -24,30 +24,46 @@ jit::TuningTable tuning_of(const GroupOptions& o) {
 
 }  // namespace
 
-Group::Group(GroupOptions options) : options_(std::move(options)) {
-  jit::TuningTable tuning = tuning_of(options_);
-  GroupResources resources =
-      set_up_group(options_, tuning, [this](int ordinal) -> const Device& { return open_context(ordinal).device(); });
-  const StagePolicy policy = StagePolicy::resolve(tuning, resources.topology);
-  state_ = std::make_unique<GroupState>(GroupState{std::move(tuning), std::move(resources), policy});
-  for (auto& buffers : state_->resources.ranks) {
+// The contexts outlive the buffers made on their devices, and the buffers the ranks.
+class Group::Impl {
+ public:
+  std::vector<std::unique_ptr<Context>> contexts;  // one per distinct device
+  GroupState state;
+  std::vector<std::unique_ptr<Rank>> ranks;  // the ranks this process drives
+
+  const Context& open_context(int ordinal) {
+    for (auto& c : contexts) {
+      if (c->device().ordinal() == ordinal) return *c;
+    }
+    ContextOptions co;
+    co.device = ordinal;
+    co.cache = state.options.cache;
+    contexts.push_back(std::make_unique<Context>(co));
+    return *contexts.back();
+  }
+};
+
+class Rank::Impl : public RankState {
+ public:
+  explicit Impl(RankState state) : RankState(std::move(state)) {}
+};
+
+Group::Group(GroupOptions options) : impl_(std::make_unique<Impl>()) {
+  GroupState& state = impl_->state;
+  state.options = std::move(options);
+  state.tuning = tuning_of(state.options);
+  state.resources = set_up_group(state.options, state.tuning, [this](int ordinal) -> const Device& {
+    return impl_->open_context(ordinal).device();
+  });
+  state.policy = StagePolicy::resolve(state.tuning, state.resources.topology);
+  for (auto& buffers : state.resources.ranks) {
     Context* context = nullptr;
-    for (auto& c : contexts_) {
+    for (auto& c : impl_->contexts) {
       if (&c->device() == buffers->device) context = c.get();
     }
-    ranks_.push_back(std::unique_ptr<Rank>(new Rank(*this, *buffers, *context)));
+    impl_->ranks.push_back(std::make_unique<Rank>(
+        std::make_unique<Rank::Impl>(RankState{&state, buffers.get(), buffers->rank, context, {}, std::nullopt})));
   }
-}
-
-const Context& Group::open_context(int ordinal) {
-  for (auto& c : contexts_) {
-    if (c->device().ordinal() == ordinal) return *c;
-  }
-  ContextOptions co;
-  co.device = ordinal;
-  co.cache = options_.cache;
-  contexts_.push_back(std::make_unique<Context>(co));
-  return *contexts_.back();
 }
 
 Group::~Group() {
@@ -59,104 +75,118 @@ Group::~Group() {
 }
 
 void Group::close() {
-  if (closed_) return;
-  closed_ = true;
+  GroupState& state = impl_->state;
+  if (state.closed) return;
+  state.closed = true;
   // Our views of the peers' buffers go first: a peer process that died cannot finish exiting
   // while we still map its memory, and it closes its bootstrap connection only then.
-  state_->resources.mappings.clear();
+  state.resources.mappings.clear();
   std::string lost;
-  if (options_.bootstrap && world() > 1) {
+  if (state.options.bootstrap && world() > 1) {
     try {
-      options_.bootstrap->barrier();  // no peer still reads our buffers
+      state.options.bootstrap->barrier();  // no peer still reads our buffers
     } catch (const Error& e) {
       lost = e.what();
     }
   }
-  if (state_->resources.nccl && !lost.empty()) state_->resources.nccl->abort();
-  state_->resources.nccl.reset();
-  ranks_.clear();
-  state_->resources.ranks.clear();
+  if (state.resources.nccl && !lost.empty()) state.resources.nccl->abort();
+  state.resources.nccl.reset();
+  impl_->ranks.clear();
+  state.resources.ranks.clear();
   if (!lost.empty()) throw Error(fmt::format("a peer did not reach the group's close: {}", lost));
 }
 
-int Group::world() const { return state_->resources.topology.world; }
-bool Group::has_virtual_ranks() const { return state_->resources.topology.virtual_ranks(); }
-bool Group::custom_path_available() const { return state_->resources.topology.custom_available(); }
-const std::string& Group::custom_path_failure() const { return state_->resources.topology.custom_unavailable; }
-bool Group::has_nccl() const { return state_->resources.topology.nccl; }
-std::optional<int> Group::forced_stage() const { return state_->policy.forced_stage; }
+int Group::world() const { return impl_->state.world(); }
+int Group::local_ranks() const { return int(impl_->ranks.size()); }
+int Group::max_tokens() const { return impl_->state.options.max_tokens; }
+int Group::max_hidden() const { return impl_->state.options.max_hidden; }
+bool Group::has_virtual_ranks() const { return impl_->state.topology().virtual_ranks(); }
+bool Group::custom_path_available() const { return impl_->state.topology().custom_available(); }
+const std::string& Group::custom_path_failure() const { return impl_->state.topology().custom_unavailable; }
+bool Group::has_nccl() const { return impl_->state.topology().nccl; }
+std::optional<int> Group::forced_stage() const { return impl_->state.policy.forced_stage; }
+void Group::set_check_calls(bool on) { impl_->state.options.check_calls = on; }
 
 Rank& Group::rank(int r) {
-  if (closed_) throw Error("the group is closed");
+  if (impl_->state.closed) throw Error("the group is closed");
   if (r < 0 || r >= world())
     throw Error(fmt::format("rank {} does not exist: the group has ranks 0 to {}", r, world() - 1));
-  for (auto& rank : ranks_) {
-    if (rank->index_ == r) return *rank;
+  for (auto& rank : impl_->ranks) {
+    if (rank->index() == r) return *rank;
   }
-  throw Error(fmt::format("rank {} lives in another process; this process drives rank {}", r, ranks_[0]->index_));
+  throw Error(
+      fmt::format("rank {} lives in another process; this process drives rank {}", r, impl_->ranks[0]->index()));
 }
 
 Rank& Group::local_rank() {
-  if (closed_) throw Error("the group is closed");
-  if (ranks_.size() != 1) throw Error(fmt::format("this process drives all {} ranks: use rank(r)", ranks_.size()));
-  return *ranks_[0];
+  if (impl_->state.closed) throw Error("the group is closed");
+  if (impl_->ranks.size() != 1)
+    throw Error(fmt::format("this process drives all {} ranks: use rank(r)", impl_->ranks.size()));
+  return *impl_->ranks[0];
 }
 
 int Group::stage_for(int tokens, int hidden) const {
-  return state_->policy.stage_for(std::uint64_t(tokens) * std::uint64_t(hidden) * 2);
+  return impl_->state.policy.stage_for(std::uint64_t(tokens) * std::uint64_t(hidden) * 2);
 }
 
 Path Group::path_for(int tokens, int hidden) const {
   CallShape shape;
   shape.tokens = tokens, shape.hidden = hidden;
-  return plan_call(state_->resources.topology, state_->policy, shape).path;
+  return plan_call(impl_->state.topology(), impl_->state.policy, shape).path;
 }
 
 void Group::force_stage(std::optional<int> stage) {
   if (stage && *stage != 1 && *stage != 2)
     throw Error(fmt::format("stage {} does not exist: use 1, 2 or none", *stage));
-  state_->policy.forced_stage = stage;
+  impl_->state.policy.forced_stage = stage;
 }
 
 void Group::check() const {
-  for (const auto& r : ranks_) {
+  for (const auto& buffers : impl_->state.resources.ranks) {
     unsigned int code = 0;
-    r->buffers_->signal.download(&code, sizeof(code), offsetof(Signal, error));
+    buffers->signal.download(&code, sizeof(code), offsetof(Signal, error));
     if (code == 0) continue;
     unsigned long long calls[2] = {};
     if (signal_error_kind(code) == kCallMismatch) {
-      r->buffers_->signal.download(calls, sizeof(calls), offsetof(Signal, mismatch_mine));
+      buffers->signal.download(calls, sizeof(calls), offsetof(Signal, mismatch_mine));
     }
-    throw_signal_error(code, r->index_, calls, options_.timeout);
+    throw_signal_error(code, buffers->rank, calls, impl_->state.options.timeout);
   }
 }
 
 void Group::reset() {
-  if (options_.bootstrap && world() > 1) options_.bootstrap->barrier();  // every rank has stopped
-  for (auto& r : ranks_) r->buffers_->signal.fill(0);
-  if (options_.bootstrap && world() > 1) options_.bootstrap->barrier();  // every rank is clean
+  const GroupState& state = impl_->state;
+  if (state.options.bootstrap && world() > 1) state.options.bootstrap->barrier();  // every rank has stopped
+  for (auto& buffers : state.resources.ranks) buffers->signal.fill(0);
+  if (state.options.bootstrap && world() > 1) state.options.bootstrap->barrier();  // every rank is clean
 }
 
-Rank::Rank(Group& group, RankBuffers& buffers, Context& context)
-    : group_(&group), buffers_(&buffers), index_(buffers.rank), context_(&context) {}
+Rank::Rank(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Rank::~Rank() = default;
 
-void* Rank::input_buffer() const { return buffers_->staging.get(); }
+int Rank::index() const { return impl_->index; }
+Context& Rank::context() const { return *impl_->context; }
+const Device& Rank::device() const { return impl_->device(); }
+void* Rank::input_buffer() const { return impl_->input_buffer(); }
+std::optional<Path> Rank::last_path() const { return impl_->last_path; }
 
 void Rank::prepare(int hidden, DType dtype, const EpilogueMode& mode) {
-  check_group_open(*group_, dtype);
-  if (group_->custom_path_available()) {
+  const GroupState& group = *impl_->group;
+  Context& context = *impl_->context;
+  check_group_open(group, dtype);
+  if (group.topology().custom_available()) {
     for (int stage : {1, 2}) {
-      load_kernel(*context_, spec_for(*context_, jit::Module::fused_ar, hidden, dtype, mode, group_->world(), stage));
-      load_kernel(*context_, spec_for(*context_, jit::Module::allreduce, hidden, dtype, {}, group_->world(), stage));
+      load_kernel(context, spec_for(context, jit::Module::fused_ar, hidden, dtype, mode, group.world(), stage));
+      load_kernel(context, spec_for(context, jit::Module::allreduce, hidden, dtype, {}, group.world(), stage));
     }
   }
-  if (group_->has_nccl()) load_kernel(*context_, spec_for(*context_, jit::Module::rmsnorm_quant, hidden, dtype, mode));
+  if (group.topology().nccl) load_kernel(context, spec_for(context, jit::Module::rmsnorm_quant, hidden, dtype, mode));
 }
 
 void Rank::allreduce_rmsnorm(const AllreduceRmsnormArgs& args, const Stream& stream) {
-  run_allreduce_rmsnorm(*this, args, stream);
+  run_allreduce_rmsnorm(*impl_, args, stream);
 }
 
-void Rank::allreduce(const AllreduceArgs& args, const Stream& stream) { run_allreduce(*this, args, stream); }
+void Rank::allreduce(const AllreduceArgs& args, const Stream& stream) { run_allreduce(*impl_, args, stream); }
 
 }  // namespace arfuse

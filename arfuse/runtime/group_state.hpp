@@ -1,11 +1,13 @@
-// What a Group holds behind its public face (arfuse/group.hpp): the tuning it resolved, the
-// resources set-up made (runtime/setup/group_setup.hpp) and its stage policy; and the runtime's
-// access to the private parts of a Group and its Ranks.
+// What a Group and its Ranks hold behind their public faces: the options and tuning the group
+// was made with, the resources set-up made (runtime/setup/group_setup.hpp), its stage policy,
+// and each local rank's buffers and context. The call path works on these, not on the public
+// classes, so nothing below runtime/group.cpp includes arfuse/group.hpp.
 #pragma once
 
 #include <optional>
 
-#include "arfuse/group.hpp"
+#include "arfuse/allreduce.hpp"
+#include "arfuse/context.hpp"
 #include "arfuse/jit/tuning.hpp"
 #include "arfuse/runtime/plan/plan.hpp"
 #include "arfuse/runtime/setup/group_setup.hpp"
@@ -13,24 +15,26 @@
 namespace arfuse {
 
 struct GroupState {
+  GroupOptions options;
   jit::TuningTable tuning;
   GroupResources resources;
   StagePolicy policy;
+  bool closed = false;
+
+  const Topology& topology() const { return resources.topology; }
+  int world() const { return resources.topology.world; }
 };
 
-struct GroupAccess {
-  static GroupState& state(const Group& g) { return *g.state_; }
-  static const GroupOptions& options(const Group& g) { return g.options_; }
-  static bool closed(const Group& g) { return g.closed_; }
-};
+struct RankState {
+  GroupState* group;
+  RankBuffers* buffers;
+  int index;
+  Context* context;
+  DeviceBuffer oversize;  // NCCL's output for messages above the staging capacity
+  std::optional<Path> last_path;
 
-struct RankAccess {
-  static Group& group(const Rank& r) { return *r.group_; }
-  static RankBuffers& buffers(const Rank& r) { return *r.buffers_; }
-  static DeviceBuffer& oversize(Rank& r) { return r.oversize_; }
-  static std::optional<Path>& last_path(Rank& r) { return r.last_path_; }
+  const Device& device() const { return context->device(); }
+  void* input_buffer() const { return buffers->staging.get(); }
 };
-
-inline const Topology& topology_of(const Group& g) { return GroupAccess::state(g).resources.topology; }
 
 }  // namespace arfuse

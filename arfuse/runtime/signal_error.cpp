@@ -6,21 +6,26 @@
 
 #include "arfuse/error.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
+#include "arfuse/templates/quant_table.cuh"
 #include "arfuse/templates/signal.cuh"
 
 namespace arfuse {
 
 std::string describe_call(unsigned long long d) {
-  const auto quant = Quant(std::min(call_quant(d), unsigned(kQuantNvfp4Mirror)));
+  const int code = std::min(int(call_quant(d)), kMaxQuantCode);
+  const auto quant = Quant(quant_family(code));
   const auto norm = Norm(call_norm(d));
   std::string mode = " (plain all-reduce)";
   if (call_epilogue(d)) {
     mode = fmt::format(", quant {}", to_string(quant));
-    if (is_group_fp8(quant)) {
+    if (takes_group_size(quant)) {
       const auto format = ScaleFormat(std::min(call_scale_format(d), unsigned(kScaleE8m0)));
       mode += fmt::format(" (group {}, {} scales)", call_group(d), to_string(format));
     }
-    if (is_nvfp4(quant)) mode += call_scale_format(d) == 1 ? " (swizzled scales)" : " (linear scales)";
+    // The scale format's field carries the layout of the modes that may swizzle their scales.
+    if (kQuantRows[int(quant)].layouts & kLayoutSwizzled)
+      mode += call_scale_format(d) == 1 ? " (swizzled scales)" : " (linear scales)";
+    if (quant_mirror(code)) mode += " with the mirror";
     mode += fmt::format(", norm {}", to_string(norm));
   }
   return fmt::format("{} x {} {}{}, stage {}", call_tokens(d), call_hidden(d), call_bf16(d) ? "bf16" : "f16", mode,

@@ -9,7 +9,6 @@
 #include "arfuse/base/names.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
-#include "arfuse/runtime/group_state.hpp"
 
 namespace arfuse {
 namespace detail {
@@ -61,34 +60,45 @@ void require_epilogue_tensors(const Args& a, const char* input_role) {
   require_pointer(a.out, "out", "(the normalised output)");
   detail::require_aligned(a.scales, "scales");
   detail::require_aligned(a.mirror, "mirror");
-  if (a.mode.quant != Quant::none && !is_static_fp8(a.mode.quant) && a.scales == nullptr) {
+  if (writes_scales(a.mode.quant) && a.scales == nullptr) {
     throw Error(fmt::format("scales is null; it is required with quant {}", a.mode.quant));
   }
-  if (writes_mirror(a.mode.quant) && a.mirror == nullptr) {
-    throw Error(fmt::format("mirror is null; it is required with quant {}", a.mode.quant));
+  if (a.mode.mirror && a.mirror == nullptr) {
+    throw Error(fmt::format("mirror is null; it is required with the mirror (quant {} mirror)", a.mode.quant));
   }
 }
 
-// The call's scale pointer: static_scale for fp8_static, global_scale for nvfp4 (4-byte aligned
-// fp32 device pointers); the other modes take neither.
+// The modes that read their scale from argument `name`, for messages.
+std::string modes_reading(const char* name) {
+  std::string text;
+  for (Quant q : all_quants()) {
+    const char* argument = quant_scale_argument(q);
+    if (argument != nullptr && std::string_view(argument) == name)
+      text += (text.empty() ? "" : ", ") + std::string(to_string(q));
+  }
+  return text;
+}
+
+// The call's scale pointer: the one argument its mode reads, the other null.
 template <typename Args>
 void require_quant_scale(const Args& a) {
-  const auto require = [&](const float* p, const char* name, bool needed) {
-    if (needed && p == nullptr) {
+  const char* needed = quant_scale_argument(a.mode.quant);
+  const auto require = [&](const float* p, const char* name) {
+    const bool wanted = needed != nullptr && std::string_view(needed) == name;
+    if (wanted && p == nullptr) {
       throw Error(fmt::format("{} is null; quant {} reads its fp32 {} from it", name, a.mode.quant,
-                              is_nvfp4(a.mode.quant) ? "global scale" : "scale"));
+                              quant_scale_name(a.mode.quant)));
     }
-    if (!needed && p != nullptr) {
-      throw Error(fmt::format(
-          "{} is set, but quant {} reads no {}: it is for {}", name, a.mode.quant, name,
-          std::string_view(name) == "global_scale" ? "nvfp4 and nvfp4_mirror" : "fp8_static and fp8_static_mirror"));
+    if (!wanted && p != nullptr) {
+      throw Error(fmt::format("{} is set, but quant {} reads no {}: it is for {}", name, a.mode.quant, name,
+                              modes_reading(name)));
     }
     if (p != nullptr && reinterpret_cast<std::uintptr_t>(p) % alignof(float) != 0) {
       throw Error(fmt::format("{} ({}) is not 4-byte aligned", name, static_cast<const void*>(p)));
     }
   };
-  require(a.static_scale, "static_scale", is_static_fp8(a.mode.quant));
-  require(a.global_scale, "global_scale", is_nvfp4(a.mode.quant));
+  require(a.static_scale, "static_scale");
+  require(a.global_scale, "global_scale");
 }
 
 // A row stride: 0 (contiguous), the row's width, or wider and a multiple of 16 bytes (every row
@@ -114,11 +124,14 @@ void require_epilogue_layout(const RmsnormQuantArgs& a) {
       throw Error(fmt::format("out_width is {}; it must be 0 (hidden) or a multiple of 8 of at least hidden ({})",
                               a.out_width, a.hidden));
     }
-    if (a.mode.quant != Quant::none && !is_token_fp8(a.mode.quant) && !is_static_fp8(a.mode.quant)) {
+    if (!pads_out(a.mode.quant)) {
+      std::string padded;
+      for (Quant q : all_quants())
+        if (pads_out(q)) padded += (padded.empty() ? "" : ", ") + std::string(to_string(q));
       throw Error(
-          fmt::format("out_width is {} with quant {}: only quant none, fp8, fp8_static and their mirrors write "
-                      "padded rows (the block-scaled modes' scales cover the hidden columns only)",
-                      a.out_width, a.mode.quant));
+          fmt::format("out_width is {} with quant {}: only quant {} write padded rows (the block-scaled "
+                      "modes' scales cover the hidden columns only)",
+                      a.out_width, a.mode.quant, padded));
     }
   }
   const int t_bytes = element_bytes(a.dtype);
@@ -127,7 +140,7 @@ void require_epilogue_layout(const RmsnormQuantArgs& a) {
   require_row_stride("residual_out_stride", a.residual_out_stride, a.hidden, t_bytes);
   require_row_stride("mirror_stride", a.mirror_stride, a.hidden, t_bytes);
   if (packs_fp4(a.mode.quant)) {
-    require_row_stride("out_stride", a.out_stride, a.hidden / 2, 1);
+    require_row_stride("out_stride", a.out_stride, a.mode.out_row(a.hidden), 1);
   } else {
     require_row_stride("out_stride", a.out_stride, width, a.mode.quant == Quant::none ? t_bytes : 1);
   }
@@ -169,22 +182,25 @@ void validate_args(const RmsnormQuantArgs& a) {
 }
 
 void validate_args(const GroupQuantArgs& a) {
-  if (!jit::takes_quant(jit::Module::group_quant, a.mode.quant)) {
+  if (!group_quant_takes(a.mode.quant) || a.mode.mirror) {
+    std::string taken;
+    for (Quant q : all_quants())
+      if (group_quant_takes(q)) taken += (taken.empty() ? "" : ", ") + std::string(to_string(q));
     throw Error(
-        fmt::format("group_quant takes quant fp8_group, mxfp4, fp8_static or nvfp4, not {} (the mirror modes "
-                    "belong to the epilogue kernels)",
-                    a.mode.quant));
+        fmt::format("group_quant takes quant {} without the mirror, not {}{} (the mirror belongs to the "
+                    "epilogue kernels)",
+                    taken, a.mode.quant, a.mode.mirror ? " mirror" : ""));
   }
   detail::require_tokens(a.tokens);
   if (a.tokens > 0) {
     require_pointer(a.input, "input", "(the tensor to quantise)");
     require_pointer(a.out, "out", "(the quantised output)");
-    if (!is_static_fp8(a.mode.quant)) require_pointer(a.scales, "scales", "(the group scales)");
+    if (writes_scales(a.mode.quant)) require_pointer(a.scales, "scales", "(the group scales)");
   }
   a.mode.validate(a.hidden);
   if (a.tokens > 0) require_quant_scale(a);
   require_row_stride("input_stride", a.input_stride, a.hidden, element_bytes(a.dtype));
-  require_row_stride("out_stride", a.out_stride, packs_fp4(a.mode.quant) ? a.hidden / 2 : a.hidden, 1);
+  require_row_stride("out_stride", a.out_stride, a.mode.out_row(a.hidden), 1);
 }
 
 void validate_args(const TokenQuantArgs& a) {
@@ -198,71 +214,5 @@ void validate_args(const TokenQuantArgs& a) {
   require_row_stride("input_stride", a.input_stride, a.hidden, element_bytes(a.dtype));
   require_row_stride("out_stride", a.out_stride, a.hidden, 1);
 }
-
-namespace {
-
-void require_open(const Group& group) {
-  if (GroupAccess::closed(group)) throw Error("the group is closed");
-}
-
-void require_group_dtype(const Group& group, DType dtype) {
-  const std::optional<DType>& own = GroupAccess::options(group).dtype;
-  if (own && dtype != *own) throw Error(fmt::format("dtype {} was passed to a group created for {}", dtype, *own));
-}
-
-}  // namespace
-
-void check_group_open(const Group& group, DType dtype) {
-  require_open(group);
-  require_group_dtype(group, dtype);
-}
-
-namespace {
-
-bool strided(int stride, int width) { return stride != 0 && stride != width; }
-
-// A call with one input and one output (its rows out_row units wide).
-bool input_output_view(int input_stride, int out_stride, int hidden, int out_row) {
-  return strided(input_stride, hidden) || strided(out_stride, out_row);
-}
-
-}  // namespace
-
-bool is_view(const RmsnormQuantArgs& a) {
-  const int out_row = packs_fp4(a.mode.quant) ? a.hidden / 2 : a.hidden;
-  return strided(a.input_stride, a.hidden) || strided(a.residual_in_stride, a.hidden) ||
-         strided(a.residual_out_stride, a.hidden) || strided(a.mirror_stride, a.hidden) ||
-         strided(a.out_stride, out_row) || strided(a.out_width, a.hidden);
-}
-
-bool is_view(const AllreduceArgs& a) { return input_output_view(a.input_stride, a.out_stride, a.hidden, a.hidden); }
-
-bool is_view(const TokenQuantArgs& a) { return input_output_view(a.input_stride, a.out_stride, a.hidden, a.hidden); }
-
-bool is_view(const GroupQuantArgs& a) {
-  return input_output_view(a.input_stride, a.out_stride, a.hidden, packs_fp4(a.mode.quant) ? a.hidden / 2 : a.hidden);
-}
-
-namespace {
-
-// The dtype's check comes last: it names the dtype.
-template <typename Args>
-CallShape checked_shape(const Rank& rank, const Args& a, bool epilogue, const EpilogueMode& mode) {
-  const Group& group = RankAccess::group(rank);
-  require_open(group);
-  const Topology& t = topology_of(group);
-  validate_args(a, t.call_max_tokens(), t.call_max_hidden());
-  const bool views = is_view(a);
-  require_group_dtype(group, a.dtype);
-  return CallShape{epilogue, a.tokens, a.hidden, a.dtype, mode, views};
-}
-
-}  // namespace
-
-CallShape validate_call(const Rank& rank, const AllreduceRmsnormArgs& a) {
-  return checked_shape(rank, a, true, a.mode);
-}
-
-CallShape validate_call(const Rank& rank, const AllreduceArgs& a) { return checked_shape(rank, a, false, {}); }
 
 }  // namespace arfuse

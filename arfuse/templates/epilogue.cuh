@@ -12,6 +12,7 @@
 #include "quant/nvfp4.cuh"
 #include "quant/static_fp8.cuh"
 #include "quant/token_fp8.cuh"
+#include "quant_table.cuh"
 #include "reduce.cuh"
 #include "row.cuh"
 

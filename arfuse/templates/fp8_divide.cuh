@@ -10,7 +10,7 @@
 // one: y times 2^64 when the scale is below 2^-100 (exact for powers of two), so the reciprocal
 // never overflows, and the product alone where an Inf makes the correction NaN.
 // Where the steps still differ from y / scale in f32, both are below 2^-12 in magnitude with
-// the same sign: the same FP8 code (+-0) in both formats. tests/cpu/fp8_division.cpp checks
+// the same sign: the same FP8 code (+-0) in both formats. tests/cpu/fp8_divide.cpp checks
 // that claim against IEEE division, for every bf16 and f16 y with |y| <= amax, over sampled
 // amax in [cpu] and over every amax in its [exhaustive] case. Shared with that host test, so
 // it proves this very code.
@@ -30,7 +30,7 @@ struct Fp8Divisor {
 
 // amax / fp8_max for amax > 0 a finite value of T (bf16 or f16) and fp8_max 448 or 240: the
 // product with the rounded reciprocal and one FMA correction, which is IEEE's quotient for every
-// such amax, subnormal quotients included (tests/cpu/fp8_division.cpp checks all of them). A
+// such amax, subnormal quotients included (tests/cpu/fp8_divide.cpp checks all of them). A
 // division is about a dozen instructions with its range check, and the block-scaled modes need
 // one per group of every lane.
 ARFUSE_HOST_DEVICE inline float quotient_by_fp8_max(float amax, float fp8_max) {

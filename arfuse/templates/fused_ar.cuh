@@ -207,7 +207,7 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
   const u64 call = a.check_call ? call_descriptor(a.tokens, H, kIsBf16<T>, QUANT, NORM, STAGE, EPILOGUE,
                                                   kQuantIsGroupFp8<QUANT> ? GROUP : 0,
                                                   kQuantIsGroupFp8<QUANT> ? SCALE
-                                                  : kQuantIsNvfp4<QUANT>  ? unsigned(a.scale_group_stride == 0)
+                                                  : kQuantSwizzles<QUANT> ? unsigned(a.scale_group_stride == 0)
                                                                           : 0u)
                                 : 0;
   // The previous call's exit barrier guarantees no peer still reads the staging buffer.

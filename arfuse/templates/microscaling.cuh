@@ -1,5 +1,5 @@
 // The bit-level steps of block-scaled quantisation (contract steps 7b, 7c and 7e) that the
-// kernels run, shared with the host build so that tests/cpu/quant.cpp checks this very code
+// kernels run, shared with the host build so that tests/cpu/microscaling.cpp checks this very code
 // against the reference model over every bf16 value and every exponent: UE8M0 rounding of a
 // scale, floor(log2) of an amax, the E2M1 code of an element, and NVFP4's E4M3 block scale.
 // Plain C++ on the host.

@@ -2,8 +2,8 @@
 //   rmsnorm_quant_kernel: steps 2-7 of the contract on an already reduced tensor `in`;
 //   token_quant_kernel:   step 7 alone (per-token FP8) on a tensor that already is y, which is
 //                         how the mirror output of the fused kernel quantises to the same bytes;
-//   group_quant_kernel:   step 7b, 7c, 7d or 7e alone (fp8_group, mxfp4, fp8_static, nvfp4) on y,
-//                         the same for those modes.
+//   group_quant_kernel:   a block-scaled or static step alone on y (the modes whose row in
+//                         quant_table.cuh says group_quant), the same for those modes.
 // One block per row, and the runtime launches one block for every row: the hardware then starts
 // a block wherever one finishes, so the SMs stay busy to the last row and the blocks' loads
 // spread out in time (a grid of resident blocks striding over the rows is slower on the large
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(THREADS)
   __shared__ ReduceScratch scratch;
   const int row = blockIdx.x;
   if (row >= tokens) return;
-  const RowOffsets<T, H, kQuantFp8, VIEWS> at{strides};
+  const RowOffsets<T, H, quant_code(kQuantFp8, false), VIEWS> at{strides};
   Vec16 y[VPT];
   load_vectors<T, H, THREADS, VPT>(in + at.input(row), y);
   quantize_row<T, H, THREADS, VPT>(y, out + at.out_bytes(row), scales + row, scratch);
@@ -85,8 +85,8 @@ template <typename T, int H, int THREADS, int VPT, int QUANT, int GROUP, int SCA
 __global__ void __launch_bounds__(THREADS)
     group_quant_kernel(const T* in, u8* out, void* scales, int tokens, int scale_row_stride, int scale_group_stride,
                        RowStrides strides, const float* quant_scale) {
-  static_assert(kQuantIsGroupFp8<QUANT> || kQuantIsMxfp4<QUANT> || kQuantIsStaticFp8<QUANT> || kQuantIsNvfp4<QUANT>,
-                "group_quant takes fp8_group, mxfp4, fp8_static or nvfp4");
+  static_assert(kQuantRows[quant_family(QUANT)].group_quant && !kQuantWritesMirror<QUANT>,
+                "group_quant takes the modes whose row in quant_table.cuh says so, without the mirror");
   overlap_neighbouring_kernels();
   zero_scale_padding<THREADS, QUANT>(scales, tokens, scale_row_stride, scale_group_stride);
   const int row = blockIdx.x;

@@ -7,6 +7,7 @@
 
 #include "limits.cuh"
 #include "platform.cuh"
+#include "quant_table.cuh"
 
 namespace arfuse {
 
@@ -63,7 +64,7 @@ struct RowOffsets {
 // multiple of 8; the block-scaled modes take no padding).
 template <typename T, int H, int THREADS, int QUANT>
 __device__ __forceinline__ void zero_padding(void* out_row, int width) {
-  if constexpr (QUANT == kQuantNone || kQuantIsTokenFp8<QUANT> || kQuantIsStaticFp8<QUANT>) {
+  if constexpr (kQuantPadsOut<QUANT>) {
     // A constant H (contiguous kernels) drops the loop here: the compiler cannot tell that the
     // signed loop index below never starts negative.
     if (width <= H) return;

@@ -4,6 +4,7 @@
 // handshake compares it).
 #pragma once
 
+#include "codes.cuh"
 #include "host_device.cuh"
 #include "limits.cuh"
 
@@ -47,42 +48,39 @@ ARFUSE_HOST_DEVICE constexpr unsigned int signal_error_rank(unsigned int code) {
 ARFUSE_HOST_DEVICE constexpr unsigned int signal_error_block(unsigned int code) { return (code >> 8) & 0xffffu; }
 ARFUSE_HOST_DEVICE constexpr unsigned int signal_error_kind(unsigned int code) { return (code >> 24) & 0xfu; }
 
-// What a rank's call is, as its peers compare it (51 bits): tokens (bits 0-26), the group size
-// of the fp8_group modes (27-28: 0 for the other modes, 1, 2, 3 for 32, 64, 128), their scale
-// format (29-30, ScaleFormatCode; NVFP4's scale layout, 1 for swizzled), hidden / 8 - 1 (31-42),
-// bf16 (43), quant mode (44-47), norm mode (48), stage - 1 (49), epilogue (50). The world size
+// What a rank's call is, as its peers compare it: its tokens, hidden, dtype, quant code, norm,
+// stage and whether it runs the epilogue, with fp8_group's group size and scale format (NVFP4's
+// scale layout in the format's field, 1 for swizzled), in the fields of codes.cuh. The world size
 // is the group's, agreed at creation. Ranks whose calls differ would read rows nobody wrote, or
 // (group size, scale format, layout) write different bytes on different ranks. A call has
 // tokens >= 1 (0 launches nothing), so 0 can mean "not checked"; a group refuses max_tokens above
 // kMaxCallTokens.
-inline constexpr unsigned kMaxCallTokens = (1u << 27) - 1;
-ARFUSE_HOST_DEVICE constexpr unsigned call_group_code(unsigned group) {
-  return group == 32 ? 1u : group == 64 ? 2u : group == 128 ? 3u : 0u;
-}
+inline constexpr unsigned kMaxCallTokens = unsigned(codes::TokensBits::mask());
 ARFUSE_HOST_DEVICE constexpr unsigned long long call_descriptor(unsigned tokens, unsigned hidden, bool bf16,
                                                                 unsigned quant, unsigned norm, unsigned stage,
                                                                 bool epilogue, unsigned group = 0,
                                                                 unsigned scale_format = 0) {
-  return (tokens & kMaxCallTokens) | ((unsigned long long)call_group_code(group) << 27) |
-         ((unsigned long long)(scale_format & 3u) << 29) | ((unsigned long long)((hidden / 8 - 1) & 0xfffu) << 31) |
-         ((unsigned long long)bf16 << 43) | ((unsigned long long)(quant & 15u) << 44) |
-         ((unsigned long long)(norm & 1u) << 48) | ((unsigned long long)((stage - 1) & 1u) << 49) |
-         ((unsigned long long)epilogue << 50);
+  using namespace codes;
+  return TokensBits::put(tokens) | GroupBits::put(group_code(group)) | ScaleFormatBits::put(scale_format) |
+         HiddenBits::put(hidden_code(hidden)) | Bf16Bits::put(bf16) | QuantBits::put(quant) | NormBits::put(norm) |
+         StageBits::put(stage - 1) | EpilogueBits::put(epilogue);
 }
-ARFUSE_HOST_DEVICE constexpr unsigned call_tokens(unsigned long long d) { return unsigned(d & kMaxCallTokens); }
+ARFUSE_HOST_DEVICE constexpr unsigned call_tokens(unsigned long long d) { return codes::TokensBits::get(d); }
 ARFUSE_HOST_DEVICE constexpr unsigned call_group(unsigned long long d) {
-  return unsigned((d >> 27) & 3u) == 0 ? 0u : 16u << unsigned((d >> 27) & 3u);
+  return codes::group_of_code(codes::GroupBits::get(d));
 }
-ARFUSE_HOST_DEVICE constexpr unsigned call_scale_format(unsigned long long d) { return unsigned((d >> 29) & 3u); }
+ARFUSE_HOST_DEVICE constexpr unsigned call_scale_format(unsigned long long d) { return codes::ScaleFormatBits::get(d); }
 ARFUSE_HOST_DEVICE constexpr unsigned call_hidden(unsigned long long d) {
-  return (unsigned((d >> 31) & 0xfffu) + 1) * 8;
+  return codes::hidden_of_code(codes::HiddenBits::get(d));
 }
-ARFUSE_HOST_DEVICE constexpr bool call_bf16(unsigned long long d) { return (d >> 43) & 1u; }
-ARFUSE_HOST_DEVICE constexpr unsigned call_quant(unsigned long long d) { return unsigned((d >> 44) & 15u); }
-ARFUSE_HOST_DEVICE constexpr unsigned call_norm(unsigned long long d) { return unsigned((d >> 48) & 1u); }
-ARFUSE_HOST_DEVICE constexpr unsigned call_stage(unsigned long long d) { return unsigned((d >> 49) & 1u) + 1; }
-ARFUSE_HOST_DEVICE constexpr bool call_epilogue(unsigned long long d) { return (d >> 50) & 1u; }
-static_assert((call_descriptor(kMaxCallTokens, 32768, true, 15, 1, 2, true, 128, 3) >> (64 - kEpochBits)) == 0,
+ARFUSE_HOST_DEVICE constexpr bool call_bf16(unsigned long long d) { return codes::Bf16Bits::get(d); }
+ARFUSE_HOST_DEVICE constexpr unsigned call_quant(unsigned long long d) { return codes::QuantBits::get(d); }
+ARFUSE_HOST_DEVICE constexpr unsigned call_norm(unsigned long long d) { return codes::NormBits::get(d); }
+ARFUSE_HOST_DEVICE constexpr unsigned call_stage(unsigned long long d) { return codes::StageBits::get(d) + 1; }
+ARFUSE_HOST_DEVICE constexpr bool call_epilogue(unsigned long long d) { return codes::EpilogueBits::get(d); }
+static_assert(codes::kCallDescriptorBits + kEpochBits <= 64 &&
+                  (call_descriptor(kMaxCallTokens, 32768, true, 15, 1, 2, true, 128, 3) >>
+                   codes::kCallDescriptorBits) == 0,
               "a call descriptor must fit above the epoch bits of a flag");
 static_assert(call_group(call_descriptor(1, 8, true, 3, 0, 1, true, 64)) == 64, "group code round trip");
 

@@ -2,6 +2,7 @@
 // JIT-compiled per shape and mode into a persistent kernel cache. This header brings in the
 // whole public API:
 //   group.hpp      Group and Rank: the fused all-reduce and the plain one across the ranks
+//   allreduce.hpp  their options and call arguments, checked without a GPU (validate_*)
 //   bootstrap.hpp  how the ranks of one group meet (threads, a UNIX socket, the engine's allgather)
 //   epilogue.hpp   the standalone epilogue calls on a Context, for a sum made elsewhere
 //   modes.hpp      DType and EpilogueMode (quant, norm, group size, scale format and layout)
@@ -10,6 +11,7 @@
 //   error.hpp      arfuse::Error and its kinds;      target.hpp, version.hpp
 #pragma once
 
+#include "arfuse/allreduce.hpp"
 #include "arfuse/bootstrap.hpp"
 #include "arfuse/cache.hpp"
 #include "arfuse/context.hpp"

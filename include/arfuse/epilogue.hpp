@@ -23,9 +23,9 @@ struct ARFUSE_API RmsnormQuantArgs {
                            // (mxfp4, nvfp4: element 2k in the low nibble)
   void* scales = nullptr;  // fp8: fp32 [tokens]; fp8_group: one per group (scale_format, scale_layout);
                            // mxfp4: E8M0 bytes [tokens, hidden / 32]; nvfp4: E4M3 bytes, row_major
-                           // [tokens, hidden / 16] or swizzled_128x4 (nvfp4_scale_bytes); fp8_static:
-                           // none (null)
-  void* mirror = nullptr;  // T [tokens, hidden], the _mirror modes
+                           // [tokens, hidden / 16] or swizzled_128x4; fp8_static: none (null). Their
+                           // shape and bytes: mode.scale_shape(hidden).
+  void* mirror = nullptr;  // T [tokens, hidden], with mode.mirror
   int tokens = 0;
   int hidden = 0;
   DType dtype = DType::bf16;
@@ -33,7 +33,7 @@ struct ARFUSE_API RmsnormQuantArgs {
   // hidden), fp32 or UE8M0 scales (as fp32 or E8M0 bytes), [tokens, hidden / group_size] or
   // [hidden / group_size, tokens]; for the nvfp4 modes the scale layout.
   EpilogueMode mode;
-  // fp8_static modes: the fp32 scale, q = fp8(y * (1 / scale)). nvfp4 modes: the fp32 global
+  // fp8_static: the fp32 scale, q = fp8(y * (1 / scale)). nvfp4: the fp32 global
   // scale (typically 448 * 6 / amax of the tensor). Device pointers, read by the kernel when it
   // runs, so a CUDA graph replays with whatever they hold then.
   const float* static_scale = nullptr;
@@ -51,7 +51,7 @@ struct ARFUSE_API RmsnormQuantArgs {
   int out_stride = 0;  // 0: out_width
   int mirror_stride = 0;
   // Columns of `out` each row fills (0: hidden): its hidden values, then zeros up to out_width,
-  // for a GEMM that wants an aligned K. Quant none, fp8 and fp8_mirror; a multiple of 8.
+  // for a GEMM that wants an aligned K. Quant none, fp8 and fp8_static (pads_out); a multiple of 8.
   int out_width = 0;
 };
 
@@ -79,15 +79,11 @@ struct ARFUSE_API GroupQuantArgs {
   int tokens = 0;
   int hidden = 0;
   DType dtype = DType::bf16;
-  EpilogueMode mode{Quant::fp8_group};  // fp8_group, mxfp4, fp8_static or nvfp4 (norm is not used)
+  EpilogueMode mode{Quant::fp8_group};  // a mode group_quant_takes(), no mirror (norm is not used)
   const float* static_scale = nullptr;  // as RmsnormQuantArgs'
   const float* global_scale = nullptr;
   bool pdl = false;  // as RmsnormQuantArgs::pdl
 };
-
-// Bytes of the nvfp4 scales of `tokens` rows: tokens * hidden / 16 row-major; swizzled_128x4
-// rounds tokens up to 128 and hidden / 16 up to 4 (the padding is written as zeros).
-ARFUSE_API long long nvfp4_scale_bytes(int tokens, int hidden, ScaleLayout layout);
 
 // The checks each call makes before it launches; arfuse::Error names the argument. Public so that
 // an engine can validate once at set-up (and the tests without a GPU).

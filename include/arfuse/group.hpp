@@ -21,93 +21,28 @@
 // custom kernels.
 #pragma once
 
-#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
-#include <vector>
 
-#include "arfuse/bootstrap.hpp"
-#include "arfuse/cache.hpp"
+#include "arfuse/allreduce.hpp"
 #include "arfuse/context.hpp"
 #include "arfuse/device.hpp"
 #include "arfuse/epilogue.hpp"
-#include "arfuse/error.hpp"
-#include "arfuse/modes.hpp"
 
 namespace arfuse {
 
-// Spelled "auto", "custom", "nccl" (to_string, parse_transport, the Python communicator).
-enum class Transport {
-  automatic,  // "auto": custom kernels where they can run; NCCL for the rest, when it loads
-  custom,     // custom kernels only: refuse groups and messages they cannot serve
-  nccl,       // NCCL for every call (needs one rank per process or thread)
-};
-ARFUSE_API const char* to_string(Transport value);
-// Throws Error naming the text and the accepted names.
-ARFUSE_API Transport parse_transport(std::string_view text);
-
-struct ARFUSE_API GroupOptions {
-  // Without a bootstrap: one device ordinal per rank, all driven by this process. With one:
-  // exactly one, this rank's device.
-  std::vector<int> devices;
-  // One rank per process or thread: world and rank come from it. It must stay usable for the
-  // group's lifetime (reset() and destruction meet through it).
-  std::shared_ptr<Bootstrap> bootstrap;
-  int max_tokens = 0;
-  int max_hidden = 0;
-  // When set, calls with another dtype are refused, and ranks with a bootstrap must agree.
-  std::optional<DType> dtype;
-  std::chrono::milliseconds timeout{5000};
-  Transport transport = Transport::automatic;
-  // Compare every rank's call (tokens, hidden, dtype, mode, stage) at the entry barrier of the
-  // custom kernels; every rank must agree. Off saves one 8-byte store per peer and block.
-  bool check_calls = true;
-  CacheOptions cache;
-  // The one-/two-stage thresholds as a JSON tuning table (what arfuse-bench tune writes);
-  // default: the file ARFUSE_TUNING names, else the embedded table.
-  std::optional<std::string> tuning;
-};
-
-// Throws Error naming the option, its value and what is allowed.
-ARFUSE_API void validate_options(const GroupOptions& options);
-// The world size the options describe (the bootstrap's, or one rank per listed device).
-ARFUSE_API int world_of(const GroupOptions& options);
-
-enum class Path { one_stage, two_stage, nccl };
-ARFUSE_API const char* to_string(Path value);
-
-// The epilogue's arguments (arfuse/epilogue.hpp), with `input` this rank's contribution
-// [tokens, hidden]; no copy is made when it is input_buffer().
-struct ARFUSE_API AllreduceRmsnormArgs : RmsnormQuantArgs {};
-
-// Each tensor's row stride (as RmsnormQuantArgs' strides) follows it.
-struct ARFUSE_API AllreduceArgs {
-  const void* input = nullptr;
-  int input_stride = 0;
-  void* out = nullptr;  // T [tokens, hidden]
-  int out_stride = 0;
-  int tokens = 0;
-  int hidden = 0;
-  DType dtype = DType::bf16;
-  bool pdl = false;  // as RmsnormQuantArgs::pdl
-};
-
-// The checks every call makes before it launches; arfuse::Error names the argument. Public so
-// that an engine can validate once at set-up (and the tests without a GPU).
-ARFUSE_API void validate_args(const AllreduceRmsnormArgs& args, int max_tokens, int max_hidden);
-ARFUSE_API void validate_args(const AllreduceArgs& args, int max_tokens, int max_hidden);
-
-class Group;
-struct RankBuffers;
-struct GroupState;
-
 class ARFUSE_API Rank {
  public:
-  int index() const { return index_; }
-  Context& context() const { return *context_; }
-  const Device& device() const { return context_->device(); }
+  class Impl;  // the runtime's side of a rank, defined where the group is made
+  explicit Rank(std::unique_ptr<Impl> impl);
+  ~Rank();
+  Rank(const Rank&) = delete;
+  Rank& operator=(const Rank&) = delete;
+
+  int index() const;
+  Context& context() const;
+  const Device& device() const;
   // This rank's staging buffer: write the input here to skip the copy.
   void* input_buffer() const;
   void allreduce_rmsnorm(const AllreduceRmsnormArgs& args, const Stream& stream);
@@ -120,19 +55,10 @@ class ARFUSE_API Rank {
   // kernels (the spec's views field), loaded on its first call.
   void prepare(int hidden, DType dtype, const EpilogueMode& mode = {});
   // The path this rank's last call took (none before the first call).
-  std::optional<Path> last_path() const { return last_path_; }
+  std::optional<Path> last_path() const;
 
  private:
-  friend class Group;
-  friend struct RankAccess;  // the call path (runtime/call.cpp)
-  Rank(Group& group, RankBuffers& buffers, Context& context);
-
-  Group* group_;
-  RankBuffers* buffers_;
-  int index_;
-  Context* context_;
-  DeviceBuffer oversize_;  // NCCL's output for messages above the staging capacity
-  std::optional<Path> last_path_;
+  std::unique_ptr<Impl> impl_;
 };
 
 class ARFUSE_API Group {
@@ -147,9 +73,9 @@ class ARFUSE_API Group {
   Rank& rank(int r);
   // The one rank of a group built with a bootstrap (or of any group of one local rank).
   Rank& local_rank();
-  int local_ranks() const { return int(ranks_.size()); }
-  int max_tokens() const { return options_.max_tokens; }
-  int max_hidden() const { return options_.max_hidden; }
+  int local_ranks() const;
+  int max_tokens() const;
+  int max_hidden() const;
   // Ranks that share a device with another rank.
   bool has_virtual_ranks() const;
 
@@ -170,7 +96,7 @@ class ARFUSE_API Group {
   void check() const;
   // Turns the call check on or off for the calls that follow (benchmarks: its cost). With a
   // bootstrap every rank must do the same, between the same calls.
-  void set_check_calls(bool on) { options_.check_calls = on; }
+  void set_check_calls(bool on);
   // Clears signals, epochs and error words on every rank. No call may be in flight. With a
   // bootstrap, every rank calls it (it meets the others before and after).
   void reset();
@@ -179,15 +105,8 @@ class ARFUSE_API Group {
   void close();
 
  private:
-  friend class Rank;
-  friend struct GroupAccess;  // the call path and set-up (runtime/group_state.hpp)
-  const Context& open_context(int ordinal);
-
-  GroupOptions options_;
-  std::vector<std::unique_ptr<Context>> contexts_;  // one per distinct device
-  std::unique_ptr<GroupState> state_;
-  std::vector<std::unique_ptr<Rank>> ranks_;  // the ranks this process drives
-  bool closed_ = false;
+  class Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace arfuse

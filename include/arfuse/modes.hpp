@@ -16,22 +16,9 @@ namespace arfuse {
 enum class DType { f16, bf16 };
 
 // Per-token FP8, per-token-group FP8, MXFP4, static per-tensor FP8 (a calibrated scale passed
-// per call) and NVFP4, each with an optional mirror output (y in T). In this order: a mode
-// reaches a kernel as int(mode), the device code's code for it (pinned by static_asserts where
-// the library is built).
-enum class Quant {
-  none,
-  fp8,
-  fp8_mirror,
-  fp8_group,
-  fp8_group_mirror,
-  mxfp4,
-  mxfp4_mirror,
-  fp8_static,
-  fp8_static_mirror,
-  nvfp4,
-  nvfp4_mirror
-};
+// per call) and NVFP4; each may also write y in T beside it (EpilogueMode::mirror). A mode's
+// rules are one row of the library's mode table: the functions below and EpilogueMode's read it.
+enum class Quant { none, fp8, fp8_group, mxfp4, fp8_static, nvfp4 };
 
 enum class Norm { rms, gemma };  // RMSNorm: y * w; Gemma's: y * (w + 1)
 
@@ -49,46 +36,68 @@ enum class ScaleLayout {
                    // to 4 with zeros (the layout cuBLASLt and CUTLASS block-scaled GEMMs read)
 };
 
+// Where a mode's scales go for rows of `hidden` (EpilogueMode::scale_shape): `columns` scales a
+// row of `element_bytes` each, rows padded to a multiple of `row_multiple` and columns to one of
+// `column_multiple` (zeros), stored [rows, columns] or, `transposed`, [columns, rows]. One scale
+// per row has columns 1 and `per_row` set (a [tokens] vector); a mode without scales has
+// columns 0.
+struct ScaleShape {
+  int columns = 0;
+  int element_bytes = 0;
+  bool per_row = false;
+  bool transposed = false;
+  int row_multiple = 1;
+  int column_multiple = 1;
+  // Scales for `rows` rows, padding included.
+  long long count(long long rows) const {
+    const long long r = (rows + row_multiple - 1) / row_multiple * row_multiple;
+    return r * ((columns + column_multiple - 1) / column_multiple * column_multiple);
+  }
+  long long bytes(long long rows) const { return count(rows) * element_bytes; }
+};
+
 struct ARFUSE_API EpilogueMode {
   Quant quant = Quant::none;
   Norm norm = Norm::rms;
-  int group_size = 128;                         // fp8_group modes: elements per scale, 32, 64 or 128, dividing hidden
-  ScaleFormat scale_format = ScaleFormat::f32;  // fp8_group modes
-  // fp8_group modes: row- or column-major; nvfp4 modes: row-major (linear) or swizzled_128x4;
-  // MXFP4's scales are row-major.
+  int group_size = 128;                         // fp8_group: elements per scale, 32, 64 or 128, dividing hidden
+  ScaleFormat scale_format = ScaleFormat::f32;  // fp8_group
+  // fp8_group: row- or column-major; nvfp4: row-major (linear) or swizzled_128x4; MXFP4's scales
+  // are row-major.
   ScaleLayout scale_layout = ScaleLayout::row_major;
+  bool mirror = false;  // also write y in T (any quant but none)
 
   // Throws arfuse::Error naming the value and what is allowed: the hidden size (check_hidden),
-  // the group size and its divisibility, MXFP4's blocks of 32 and NVFP4's of 16, the scale layout
-  // the mode has.
+  // the group size and its divisibility, the mode's block size, the scale layouts it takes, a
+  // mirror without a quant mode.
   void validate(int hidden) const;
 
-  // "fp8_group g128 ue8m0_f32 column_major gemma": the fields that matter for the quant mode.
+  // "fp8_group g128 ue8m0_f32 column_major mirror gemma": the fields that matter for the mode.
   std::string text() const;
+  // The columns of one row of out in its own units (T, fp8 bytes, or bytes of two E2M1 each).
+  int out_row(int hidden) const;
+  // The scales of a mode that validate(hidden) accepts.
+  ScaleShape scale_shape(int hidden) const;
   bool operator==(const EpilogueMode& o) const {
     return quant == o.quant && norm == o.norm && group_size == o.group_size && scale_format == o.scale_format &&
-           scale_layout == o.scale_layout;
+           scale_layout == o.scale_layout && mirror == o.mirror;
   }
   bool operator!=(const EpilogueMode& o) const { return !(*this == o); }
 };
 
-// Per-token-group FP8 (a group size and a scale format), MXFP4 (OCP MX v1.0: blocks of 32
-// elements share one E8M0 scale), and the modes that also write y in T (the mirror).
-inline bool is_group_fp8(Quant q) { return q == Quant::fp8_group || q == Quant::fp8_group_mirror; }
-inline bool is_mxfp4(Quant q) { return q == Quant::mxfp4 || q == Quant::mxfp4_mirror; }
-// Static per-tensor FP8: q = fp8(y * (1 / scale)) with the scale read from a device pointer.
-inline bool is_static_fp8(Quant q) { return q == Quant::fp8_static || q == Quant::fp8_static_mirror; }
-// NVFP4: blocks of 16 E2M1 elements, an E4M3 scale each, and an fp32 global scale.
-inline bool is_nvfp4(Quant q) { return q == Quant::nvfp4 || q == Quant::nvfp4_mirror; }
-// Two E2M1 elements per output byte: out is [tokens, hidden / 2] bytes.
-inline bool packs_fp4(Quant q) { return is_mxfp4(q) || is_nvfp4(q); }
-// The modes that write one scale per token (fp8), and those that read one scale per call.
-inline bool is_token_fp8(Quant q) { return q == Quant::fp8 || q == Quant::fp8_mirror; }
-inline bool reads_quant_scale(Quant q) { return is_static_fp8(q) || is_nvfp4(q); }
-inline bool writes_mirror(Quant q) {
-  return q == Quant::fp8_mirror || q == Quant::fp8_group_mirror || q == Quant::mxfp4_mirror ||
-         q == Quant::fp8_static_mirror || q == Quant::nvfp4_mirror;
-}
+// From the mode table: two E2M1 elements per output byte (out is [tokens, hidden / 2] bytes); the
+// mode writes scales;
+// a scale read per call through a device pointer (fp8_static's scale, NVFP4's global scale) and
+// that argument's name; out may be wider than hidden (the modes without groups or blocks); the
+// standalone group_quant takes the mode; the mode reads group_size and scale_format (fp8_group).
+ARFUSE_API bool packs_fp4(Quant quant);
+ARFUSE_API bool writes_scales(Quant quant);
+ARFUSE_API bool reads_quant_scale(Quant quant);
+ARFUSE_API const char* quant_scale_name(Quant quant);
+// "static_scale" or "global_scale": the argument that passes the mode's scale; null for none.
+ARFUSE_API const char* quant_scale_argument(Quant quant);
+ARFUSE_API bool pads_out(Quant quant);
+ARFUSE_API bool group_quant_takes(Quant quant);
+ARFUSE_API bool takes_group_size(Quant quant);
 
 // Throws arfuse::Error unless hidden is a positive multiple of 8 and at most 32768 (the hidden
 // sizes every kernel takes).

@@ -44,7 +44,8 @@ def parse_spec(text):
 
 def modes():
     """The names each mode argument takes: {"quant": [...], "norm": [...], "scale_format": [...],
-    "scale_layout": [...]}, from the C++ library's own lists."""
+    "scale_layout": [...]}, from the C++ library's own lists; "reads_scale" the quant modes
+    that read a scale tensor (``scale=``)."""
     return json.loads(_arfuse.modes())
 
 

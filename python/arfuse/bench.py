@@ -32,7 +32,7 @@ import time
 
 import torch
 
-from . import Error
+from . import Error, modes
 from . import torch as aft
 
 CALLS_PER_GRAPH = 16
@@ -46,6 +46,7 @@ def parse(argv):
                    help="tokens x hidden, comma separated (default %(default)s)")
     p.add_argument("--dtype", choices=["bf16", "f16"], default="bf16")
     p.add_argument("--quant", choices=list(aft.QUANT_MODES), default="fp8")
+    p.add_argument("--mirror", action="store_true", help="also write y in T (the mirror output)")
     p.add_argument("--calls", type=int, default=200, help="calls per host-time batch (default 200)")
     p.add_argument("--batches", type=int, default=15, help="host-time batches (default 15)")
     p.add_argument("--replays", type=int, default=20, help="graph replays per timed run (default 20)")
@@ -65,16 +66,16 @@ def parse(argv):
 class Ranks:
     """W virtual ranks with their inputs and streams, for one shape."""
 
-    def __init__(self, comms, tokens, hidden, dtype, quant):
-        self.comms, self.quant = comms, quant
+    def __init__(self, comms, tokens, hidden, dtype, quant, mirror=False):
+        self.comms, self.quant, self.mirror = comms, quant, mirror
         self.streams = [torch.cuda.Stream() for _ in comms]
         g = torch.Generator(device="cuda").manual_seed(1)
         make = lambda *shape: torch.randn(*shape, generator=g, device="cuda").to(dtype)  # noqa: E731
         self.x = [make(tokens, hidden) for _ in comms]
         self.residual = [make(tokens, hidden) for _ in comms]
         self.weight = make(hidden)
-        self.mode = aft.mode_code(quant)
-        reads_scale = quant.startswith(("fp8_static", "nvfp4"))
+        self.mode = aft.mode_code(quant, mirror=mirror)
+        reads_scale = quant in modes()["reads_scale"]
         self.scale = torch.full((1,), 2.0, dtype=torch.float32, device="cuda") if reads_scale else None
         # The same inputs in each rank's staging buffer: the op then reads them in place, as
         # arfuse-bench does, instead of copying them there first.
@@ -82,7 +83,7 @@ class Ranks:
         for staged, x in zip(self.staged, self.x):
             staged.copy_(x)
         for c in comms:
-            c.prepare(hidden, dtype, quant, "rms")
+            c.prepare(hidden, dtype, quant, "rms", mirror=mirror)
         self._fill_stream_pools(tokens, hidden, dtype)
         # One round, checked: a rank that stalls raises PeerTimeout here instead of every timed call waiting.
         self.each_rank(self.method)
@@ -112,7 +113,7 @@ class Ranks:
 
     def method(self, r):
         return self.comms[r].allreduce_rmsnorm_(self.x[r], self.residual[r], self.weight, 1e-6, self.quant,
-                                                scale=self.scale)
+                                                mirror=self.mirror, scale=self.scale)
 
     def op(self, r):
         return torch.ops.arfuse.allreduce_rmsnorm_inplace.default(self.comms[r].handle, self.x[r], self.residual[r],
@@ -124,7 +125,7 @@ class Ranks:
 
     def op_staged(self, r):
         return self.comms[r].allreduce_rmsnorm_(self.staged[r], self.residual[r], self.weight, 1e-6, self.quant,
-                                                scale=self.scale)
+                                                mirror=self.mirror, scale=self.scale)
 
     def binding(self, r, outputs, staged=False, in_place=True, residual=None):
         out, scales, mirror, residual_out = outputs[r]
@@ -135,7 +136,7 @@ class Ranks:
                                   self.weight.data_ptr(), 1e-6, out.data_ptr(),
                                   scales.data_ptr() if scales.numel() else 0,
                                   mirror.data_ptr() if mirror.numel() else 0, x.shape[0], x.shape[1],
-                                  aft._DTYPE_NAMES[x.dtype], self.quant, "rms", 128, "f32", "row_major", False,
+                                  aft._DTYPE_NAMES[x.dtype], self.quant, "rms", 128, "f32", "row_major", self.mirror, False,
                                   self.streams[r].cuda_stream, 0, 0, 0, 0, 0, 0,
                                   0 if self.scale is None else self.scale.data_ptr())
 
@@ -158,7 +159,7 @@ class Ranks:
             with torch.cuda.stream(s):
                 residual = start[r].clone()
                 by_op.append((*self.comms[r].allreduce_rmsnorm_(self.x[r], residual, self.weight, 1e-6, self.quant,
-                                                                 scale=self.scale), residual))
+                                                                 mirror=self.mirror, scale=self.scale), residual))
         for r, s in enumerate(self.streams):
             with torch.cuda.stream(s):
                 residual = start[r].clone()
@@ -255,14 +256,14 @@ def main(argv=None):
     except Error as e:
         print(f"arfuse.bench: {e}", file=sys.stderr)
         return 1
-    print(f"device: {torch.cuda.get_device_name(0)}; W = {args.world} virtual ranks; {args.dtype}; quant {args.quant}")
+    print(f"device: {torch.cuda.get_device_name(0)}; W = {args.world} virtual ranks; {args.dtype}; quant {args.quant}{' mirror' if args.mirror else ''}")
     print("host: microseconds per eager call (median); graph: device microseconds per call (median, min-max)")
     print(f"{'tokens x hidden':>16} {'method':>7} {'op':>6} {'noop':>6} {'binding':>8} {'C++':>6} "
           f"{'op graph':>9} {'(min-max)':>15} {'staged in':>9} {'(min-max)':>15} {'binding staged':>14} "
           f"{'(min-max)':>15} {'+ residual_out':>14} {'(min-max)':>15}")
     try:
         for tokens, hidden in args.shapes:
-            ranks = Ranks(comms, tokens, hidden, dtype, args.quant)
+            ranks = Ranks(comms, tokens, hidden, dtype, args.quant, args.mirror)
             outputs = [ranks.outputs() for _ in range(args.world)]  # preallocated for the binding
             ranks.same_bytes_as_the_cpp_group(outputs)
             host = [host_us(ranks, call, args.calls, args.batches)

@@ -24,7 +24,7 @@ this torch on first import), run on torch's current stream, have Meta kernels fo
     group_quant(input, epilogue_mode, pdl=False, scale=None)
         -> (out, scales)                         # fp8_group, mxfp4, fp8_static, nvfp4 of y
 
-``epilogue_mode`` is ``mode_code(quant, norm, group_size, scale_format, scale_layout)``, one int. The
+``epilogue_mode`` is ``mode_code(quant, norm, group_size, scale_format, scale_layout, mirror)``, one int. The
 Communicator methods and rmsnorm_quant/group_quant here take the names and raise arfuse's
 exceptions; the ops themselves raise ValueError for a refused argument and RuntimeError for the
 rest, with the same messages.
@@ -40,7 +40,7 @@ mxfp4 uint8 E8M0 [tokens, hidden / 32]; for nvfp4 uint8 E4M3 [tokens, hidden / 1
 in cuBLASLt's 128x4 tile order, the padding zero; none for fp8_static. ``scale``: a one-element
 float32 tensor on the input's device, fp8_static's scale or nvfp4's global scale, read when the
 kernel runs (a CUDA graph replays with whatever it holds then). ``mirror``:
-T [tokens, hidden] (the output before quantisation) for the _mirror modes. Outputs a call does
+T [tokens, hidden] (the output before quantisation) with ``mirror=True``. Outputs a call does
 not produce are empty tensors of shape [0]. ``pdl`` (default False): programmatic dependent
 launch (NVIDIA sm_90+, elsewhere ignored): the kernel is launched before the kernel ahead of it
 on the stream ends and waits for it itself, hiding the launch (run on the H200 by the GPU tests).
@@ -62,8 +62,7 @@ __all__ = ["Communicator", "local_communicators", "rmsnorm_quant", "group_quant"
            "SCALE_LAYOUTS"]
 
 _MODES = modes()
-QUANT_MODES = tuple(_MODES["quant"])  # none, fp8(_mirror), fp8_group(_mirror), mxfp4(_mirror), fp8_static(_mirror),
-#                                        nvfp4(_mirror)
+QUANT_MODES = tuple(_MODES["quant"])  # none, fp8, fp8_group, mxfp4, fp8_static, nvfp4
 SCALE_FORMATS = tuple(_MODES["scale_format"])  # f32, ue8m0_f32, e8m0
 SCALE_LAYOUTS = tuple(_MODES["scale_layout"])  # row_major, column_major, swizzled_128x4
 NORM_MODES = tuple(_MODES["norm"])  # rms, gemma
@@ -89,21 +88,24 @@ def _dtype_name(dtype, what="dtype"):
 _mode_codes = {}
 
 
-def mode_code(quant="none", norm="rms", group_size=128, scale_format="f32", scale_layout="row_major"):
-    """The int the ops take as ``epilogue_mode``: quant, norm, and for the fp8_group modes the
-    group size and scale format, for the fp8_group and nvfp4 modes the scale layout. Names are
-    checked here (Error naming the value); the hidden-size rules when the op runs."""
+def mode_code(quant="none", norm="rms", group_size=128, scale_format="f32", scale_layout="row_major", mirror=False):
+    """The int the ops take as ``epilogue_mode``: quant, norm, for fp8_group the group size and
+    scale format, for fp8_group and nvfp4 the scale layout, and whether the op also writes y in T
+    (``mirror``, any quant but none). Names and the group size are checked here (Error naming the
+    value); the hidden-size rules when the op runs."""
     # Before the cache: True and 128.0 hash like 1 and 128.
     if type(group_size) is not int or not -2**31 <= group_size < 2**31:
-        raise Error(f"group_size is {group_size!r}; it must be an int (32, 64 or 128 for the fp8_group modes)")
-    key = (quant, norm, group_size, scale_format, scale_layout)
+        raise Error(f"group_size is {group_size!r}; it must be an int (32, 64 or 128 for fp8_group)")
+    if type(mirror) is not bool:
+        raise Error(f"mirror is {mirror!r}; it must be True or False")
+    key = (quant, norm, group_size, scale_format, scale_layout, mirror)
     code = _mode_codes.get(key)
     if code is None:
         for name, value in (("quant", quant), ("norm", norm), ("scale_format", scale_format),
                             ("scale_layout", scale_layout)):
             if not isinstance(value, str):
                 raise Error(f"{name} is {value!r}; it must be a str")
-        code = _mode_codes[key] = _arfuse.mode_code(quant, norm, group_size, scale_format, scale_layout)
+        code = _mode_codes[key] = _arfuse.mode_code(quant, norm, group_size, scale_format, scale_layout, mirror)
     return code
 
 
@@ -124,9 +126,9 @@ def _call(op, *args):
         _raise_arfuse_error(e)
 
 
-def _fused(handle, input, residual, weight, eps, quant, norm, group_size, scale_format, scale_layout, pdl,
+def _fused(handle, input, residual, weight, eps, quant, norm, group_size, scale_format, scale_layout, mirror, pdl,
            pad_to_multiple, scale, in_place):
-    mode = mode_code(quant, norm, group_size, scale_format, scale_layout)
+    mode = mode_code(quant, norm, group_size, scale_format, scale_layout, mirror)
     op = _ALLREDUCE_RMSNORM_INPLACE if in_place else _ALLREDUCE_RMSNORM
     return _call(op, handle, input, residual, weight, eps, mode, pdl, pad_to_multiple, scale)
 
@@ -139,16 +141,16 @@ def group_quant(input, quant="fp8_group", group_size=128, scale_format="f32", sc
                 scale=None):
     """Per-token-group FP8, MXFP4, static FP8 or NVFP4 of a tensor that already is y:
     ``(out, scales)``, shaped as the epilogue ops shape them (scale: as allreduce_rmsnorm's). For
-    the _mirror output of an epilogue op it gives that op's bytes and scales."""
+    the mirror output of an epilogue op it gives that op's bytes and scales."""
     return _call(_GROUP_QUANT, input, mode_code(quant, "rms", group_size, scale_format, scale_layout), pdl, scale)
 
 
 def rmsnorm_quant(input, residual, weight, eps=1e-6, quant="none", norm="rms", group_size=128, scale_format="f32",
-                  scale_layout="row_major", pdl=False, pad_to_multiple=0, scale=None):
+                  scale_layout="row_major", mirror=False, pdl=False, pad_to_multiple=0, scale=None):
     """The epilogue alone (residual add + RMSNorm/Gemma + optional FP8 per token, per group or
     static, MXFP4 or NVFP4) on a tensor that was all-reduced elsewhere:
     ``(out, residual_out, scales, mirror)``."""
-    mode = mode_code(quant, norm, group_size, scale_format, scale_layout)
+    mode = mode_code(quant, norm, group_size, scale_format, scale_layout, mirror)
     return _call(_RMSNORM_QUANT, input, residual, weight, eps, mode, pdl, pad_to_multiple, scale)
 
 
@@ -240,23 +242,26 @@ class Communicator:
 
     # -- calls ------------------------------------------------------------------------------
     def allreduce_rmsnorm(self, input, residual, weight, eps=1e-6, quant="none", norm="rms", group_size=128,
-                          scale_format="f32", scale_layout="row_major", pdl=False, pad_to_multiple=0, scale=None):
+                          scale_format="f32", scale_layout="row_major", mirror=False, pdl=False, pad_to_multiple=0,
+                          scale=None):
         """Sum over ranks + residual add + RMSNorm/Gemma + optional FP8 (per token, per group or
         static), MXFP4 or NVFP4, as new tensors: ``(out, residual_out, scales, mirror)``. input and
         residual are [..., hidden], views welcome (a row stride wider than hidden, leading
         dimensions that merge into one row index); the outputs keep their leading dimensions.
         pad_to_multiple: out's rows rounded up to a multiple of it, the padding zero (quant none,
-        fp8, fp8_static and their mirrors). scale: a one-element float32 tensor, fp8_static's scale
-        (q = fp8(y * (1 / scale))) or nvfp4's global scale, read when the kernel runs."""
+        fp8, fp8_static). mirror: also write y in T (the output before quantisation). scale: a
+        one-element float32 tensor, fp8_static's scale (q = fp8(y * (1 / scale))) or nvfp4's global
+        scale, read when the kernel runs."""
         return _fused(self.handle, input, residual, weight, eps, quant, norm, group_size, scale_format, scale_layout,
-                      pdl, pad_to_multiple, scale, in_place=False)
+                      mirror, pdl, pad_to_multiple, scale, in_place=False)
 
     def allreduce_rmsnorm_(self, input, residual, weight, eps=1e-6, quant="none", norm="rms", group_size=128,
-                           scale_format="f32", scale_layout="row_major", pdl=False, pad_to_multiple=0, scale=None):
+                           scale_format="f32", scale_layout="row_major", mirror=False, pdl=False, pad_to_multiple=0,
+                           scale=None):
         """As allreduce_rmsnorm, with residual_out written over `residual` (as engines keep it, a
         view too): ``(out, scales, mirror)``."""
         return _fused(self.handle, input, residual, weight, eps, quant, norm, group_size, scale_format, scale_layout,
-                      pdl, pad_to_multiple, scale, in_place=True)
+                      mirror, pdl, pad_to_multiple, scale, in_place=True)
 
     def allreduce(self, input, pdl=False):
         """The sum over ranks of `input` [..., hidden] (fp32 in rank order, rounded once), a new
@@ -278,11 +283,12 @@ class Communicator:
         raw = _DeviceMemory(group.input_buffer(self._local_rank), (tokens, hidden))
         return torch.as_tensor(raw, device=self.device).view(dtype)
 
-    def prepare(self, hidden, dtype, quant="none", norm="rms", group_size=128, scale_format="f32"):
+    def prepare(self, hidden, dtype, quant="none", norm="rms", group_size=128, scale_format="f32", mirror=False):
         """Loads every kernel a call of this hidden size and mode can take (compiling on a cache
         miss). Call it on every rank before the first call of a shape, and before graph capture."""
-        _arfuse.check_mode(quant, norm, group_size, scale_format, "row_major", hidden)
-        self._group().prepare(self._local_rank, hidden, _dtype_name(dtype), quant, norm, group_size, scale_format)
+        _arfuse.check_mode(quant, norm, group_size, scale_format, "row_major", mirror, hidden)
+        self._group().prepare(self._local_rank, hidden, _dtype_name(dtype), quant, norm, group_size, scale_format,
+                              mirror)
 
     # -- state ------------------------------------------------------------------------------
     def check(self):

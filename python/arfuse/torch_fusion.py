@@ -19,8 +19,10 @@ It runs on Inductor's post-grad graph (``post_grad_custom_post_pass``) and, buil
   back, times the weight) and Gemma's ``(1 + w.float())``;
 - optionally followed by FP8 quantisation to the communicator's FP8 format: static per-tensor
   (``(y / scale).clamp(-max, max).to(fp8)``, or ``y * (1 / scale)``) and dynamic per token
-  (``scale = y.abs().amax(-1, keepdim=True) / max``); when y is also used, the mirror mode
-  keeps it;
+  (``scale = y.abs().amax(-1, keepdim=True) / max``) and per token group (DeepSeek's
+  ``per_token_group_quant_fp8``: y viewed as ``[..., hidden / G, G]`` for G = 32, 64 or 128, the
+  amax over each group, optionally clamped below by a small eps, / max; fp32 scales
+  ``[..., hidden / G]``); when y is also used, the mirror mode keeps it;
 
 and replaces the match with ``torch.ops.arfuse.allreduce_rmsnorm``. Where arfuse does not serve
 the match (a dtype other than bf16/f16, a weight of another dtype, a hidden size it does not take
@@ -121,6 +123,22 @@ class _Norm:
 
     def __init__(self, kind, eps, weight, y, p32, nodes):
         self.kind, self.eps, self.weight, self.y, self.p32, self.nodes = kind, eps, weight, y, p32, nodes
+
+
+class _Quant:
+    """The quantisation after the norm: its mode, q (the FP8 result; for fp8_group grouped as
+    [..., hidden / G, G]), the one-element scale tensor it reads (fp8_static) or the scales it
+    computes (fp8, fp8_group, keepdim), its nodes, the group size G and the size list of its
+    grouping view (fp8_group), and y's readers outside it (the mirror)."""
+
+    def __init__(self, mode, q, scale, scales, nodes, group=None, grouping=None):
+        self.mode, self.q, self.scale, self.scales, self.nodes = mode, q, scale, scales, nodes
+        self.group, self.grouping = group, grouping
+        self.mirror_users = []
+
+
+_GROUP_SIZES = (32, 64, 128)  # fp8_group's
+_VIEWS = (_aten.view.default, _aten.reshape.default, _aten._unsafe_view.default)
 
 
 class AllreduceRmsnormFusion(CustomGraphPass):
@@ -257,27 +275,31 @@ class AllreduceRmsnormFusion(CustomGraphPass):
         return "rms", weight, y, user, nodes
 
     def _quant(self, norm):
-        """(quant, q, scale_node, per_token_scale, nodes, mirror_users) for the FP8 chain that
-        follows the norm, or None. It reads y widened to fp32, or the fp32 value y was rounded
-        from where Inductor dropped the round trip."""
+        """The _Quant of the FP8 chain that follows the norm, or None. It reads y widened to fp32,
+        or the fp32 value y was rounded from where Inductor dropped the round trip."""
         sources = [u for u in (norm.y.users if norm.y is not None else []) if _converted(u, torch.float32) is norm.y]
         if norm.p32 is not None:
             sources.append(norm.p32)
         static = dynamic = None
         for y32 in sources:
+            own = [y32] if y32 is not norm.p32 else []
             for op in y32.users:
+                grouped = self._grouped(op, y32)
+                if grouped is not None:
+                    dynamic = dynamic or grouped
+                    grouped.nodes = own + grouped.nodes
+                    continue
                 end = self._clamped_fp8(op)
                 if end is None:
                     continue
                 q, clamp_nodes = end
-                own = [y32] if y32 is not norm.p32 else []
                 if _is(op, (_aten.div.Tensor,)) and op.args[0] is y32:
                     divisor = op.args[1]
-                    amax_scale = self._amax_scale(divisor, sources, norm.p32)
+                    amax_scale = self._amax_scale(divisor, sources)
                     if amax_scale is not None:
-                        dynamic = ("fp8", q, None, divisor, own + [op] + clamp_nodes + amax_scale)
+                        dynamic = _Quant("fp8", q, None, divisor, own + [op] + clamp_nodes + amax_scale)
                     elif _one_element(divisor):
-                        static = ("fp8_static", q, divisor, None, own + [op] + clamp_nodes)
+                        static = _Quant("fp8_static", q, divisor, None, own + [op] + clamp_nodes)
                 elif _is(op, (_aten.mul.Tensor,)):
                     inverse = _other(op, _aten.mul.Tensor, y32)
                     inverse_nodes = [inverse]
@@ -286,15 +308,40 @@ class AllreduceRmsnormFusion(CustomGraphPass):
                         inverse_nodes.append(inverse)
                     if _is(inverse, (_aten.reciprocal.default,)) and len(inverse.users) == 1 \
                             and _one_element(inverse.args[0]):
-                        static = ("fp8_static", q, inverse.args[0], None, own + [op] + inverse_nodes + clamp_nodes)
+                        static = _Quant("fp8_static", q, inverse.args[0], None,
+                                        own + [op] + inverse_nodes + clamp_nodes)
         found = dynamic or static
         if found is None:
             return None
-        nodes = set(found[4]) | {found[1]}
-        mirror_users = [u for u in (norm.y.users if norm.y is not None else []) if u not in nodes]
+        nodes = set(found.nodes) | {found.q}
+        found.mirror_users = [u for u in (norm.y.users if norm.y is not None else []) if u not in nodes]
         if norm.p32 is not None and any(u not in nodes and u is not norm.y for u in norm.p32.users):
             raise _Skip("the norm's fp32 value before rounding is read by something other than the quantisation")
-        return found + (mirror_users,)
+        return found
+
+    def _grouped(self, view, y32):
+        """The per-token-group FP8 of y32 (DeepSeek's per_token_group_quant_fp8 form) starting at
+        `view`: y32 viewed as [..., hidden / G, G], amax over the last dimension (optionally
+        clamped below by a small eps) / max as the scale, the group divided by it, clamped and
+        converted; None when `view` does not start one."""
+        if not _is(view, _VIEWS) or view.args[0] is not y32 or _val(view) is None or _val(y32) is None:
+            return None
+        shape, row = _val(view).shape, _val(y32).shape
+        group, groups, hidden = _concrete(shape[-1]), _concrete(shape[-2]), _concrete(row[-1])
+        if not isinstance(view.args[1], (list, tuple)) or len(shape) != len(row) + 1 or group not in _GROUP_SIZES \
+                or groups is None or hidden is None or group * groups != hidden:
+            return None
+        for op in view.users:
+            if not (_is(op, (_aten.div.Tensor,)) and op.args[0] is view):
+                continue
+            end = self._clamped_fp8(op)
+            amax_scale = self._amax_scale(op.args[1], [view], eps_allowed=True)
+            if end is None or amax_scale is None:
+                continue
+            q, clamp_nodes = end
+            return _Quant("fp8_group", q, None, op.args[1], [view, op] + clamp_nodes + amax_scale, group=group,
+                          grouping=view.args[1])
+        return None
 
     def _clamped_fp8(self, node):
         """(q, nodes) when `node` goes through clamp(-max, max) to the communicator's FP8."""
@@ -318,11 +365,18 @@ class AllreduceRmsnormFusion(CustomGraphPass):
             return None
         return q, clamp_nodes
 
-    def _amax_scale(self, divisor, sources, p32):
-        """The nodes of `divisor = y.float().abs().amax(-1, keepdim=True) / max`, or None."""
+    def _amax_scale(self, divisor, sources, eps_allowed=False):
+        """The nodes of `divisor = x.abs().amax(-1, keepdim=True) / max` with x one of `sources`
+        (y widened, or its groups), or None. eps_allowed: the amax may be clamped below by an eps
+        of at most 1e-4 first (per_token_group_quant_fp8's guard against a zero group; arfuse
+        writes scale 1 for such a group, q is 0 either way)."""
         if not (_is(divisor, (_aten.div.Tensor,)) and divisor.args[1] == self.fp8_max):
             return None
-        amax = divisor.args[0]
+        amax, nodes = divisor.args[0], []
+        if eps_allowed and _is(amax, (_aten.clamp_min.default,)) and _scalar(amax.args[1]) \
+                and 0 < amax.args[1] <= 1e-4 and len(amax.users) == 1:
+            nodes.append(amax)
+            amax = amax.args[0]
         ndim = _val(amax).dim() if _val(amax) is not None else -1
         if not (_is(amax, (_aten.amax.default,)) and list(amax.args[1]) in ([-1], [ndim - 1])
                 and len(amax.args) > 2 and amax.args[2] is True and len(amax.users) == 1):
@@ -330,8 +384,7 @@ class AllreduceRmsnormFusion(CustomGraphPass):
         absolute = amax.args[0]
         if not (_is(absolute, (_aten.abs.default,)) and len(absolute.users) == 1 and absolute.args[0] in sources):
             return None
-        widened = [absolute.args[0]] if absolute.args[0] is not p32 else []
-        return [amax, absolute] + widened
+        return nodes + [amax, absolute, absolute.args[0]]  # x too: y may be widened once per use
 
     def _check_shape(self, val, input_node, residual, weight):
         """Skips what arfuse does not take; `val` is the sum's (a checked dtype)."""
@@ -371,21 +424,23 @@ class AllreduceRmsnormFusion(CustomGraphPass):
                 raise _Skip("the norm's output is read in fp32 only, as no quantisation arfuse has")
             if norm.p32 is not None and len(norm.p32.users) > 1:
                 raise _Skip("the norm's fp32 value before rounding is read by something other than its rounding")
-            mode, scale, result, per_token = "none", None, norm.y, None
+            mode, scale, result, per_token, with_mirror = "none", None, norm.y, None, False
         else:
-            mode, result, scale, per_token, _, mirror_users = quant
-            if mirror_users:
-                mode += "_mirror"
-        code = aft.mode_code(mode, norm.kind)
+            mode, result, scale, per_token, with_mirror = quant.mode, quant.q, quant.scale, quant.scales, \
+                bool(quant.mirror_users)
+        group = quant.group if quant is not None and quant.group is not None else 128
+        code = aft.mode_code(mode, norm.kind, group_size=group, mirror=with_mirror)
         graph = add.graph
         order = {n: i for i, n in enumerate(graph.nodes)}
         inputs = [input_node, residual, norm.weight] + ([scale] if scale is not None else [])
+        grouping = quant.grouping if quant is not None and quant.grouping is not None else []
+        inputs += [size for size in grouping if isinstance(size, torch.fx.Node)]
         outputs = [add, result] + ([per_token] if per_token is not None else [])
-        if quant is not None and quant[5]:
+        if quant is not None and quant.mirror_users:
             outputs.append(norm.y)
         matched = set(norm.nodes) | {add} | ({norm.y} if norm.y is not None else set())
         if quant is not None:
-            matched |= set(quant[4]) | {quant[1]} | ({per_token} if per_token is not None else set())
+            matched |= set(quant.nodes) | {quant.q} | ({per_token} if per_token is not None else set())
         external = [u for o in outputs for u in o.users if u not in matched]
         # The op goes where all its inputs exist and before anything outside the match reads what
         # it replaces; what the match computed dies with the rewrite.
@@ -406,6 +461,10 @@ class AllreduceRmsnormFusion(CustomGraphPass):
             if per_token is not None:
                 scales_view = graph.call_function(_aten.unsqueeze.default, (scales, -1))
                 scales_view.meta["val"] = scales.meta["val"].unsqueeze(-1)
+            if grouping:  # q was computed grouped, [..., hidden / G, G]
+                grouped_out = graph.call_function(_aten.view.default, (out, grouping))
+                grouped_out.meta["val"] = _val(result)
+                out = grouped_out
         # Only readers outside the match move to the fused op's outputs; the match itself is erased.
         outside = lambda user: user not in matched  # noqa: E731
         add.replace_all_uses_with(residual_out, delete_user_cb=outside)

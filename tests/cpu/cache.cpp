@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -84,6 +85,11 @@ TEST_CASE("one key names a kernel in memory, on disk and in its entry's descript
   CHECK(with.file.rfind(without.file_prefix, 0) == 0);
   CHECK(entry_file_prefix(with.source) == with.file_prefix);
   CHECK(file_name_carries(with.file, with.full));
+  CHECK_FALSE(file_name_carries(entry_file_name(with.source, with.source), with.full));
+  std::string upper = with.file;
+  for (char& c : upper) c = char(std::toupper(static_cast<unsigned char>(c)));
+  CHECK_FALSE(file_name_carries(upper, with.full));
+  CHECK_FALSE(file_name_carries(with.file.substr(0, 40), with.full));
   CHECK(with.memory == to_hex(with.full));
   CHECK(without.memory == "any:" + to_hex(without.source));
   const auto metadata = nlohmann::json::parse(with.metadata);
@@ -334,7 +340,7 @@ TEST_CASE("a missing library or symbol is a clear error", "[cpu][jit]") {
 
 TEST_CASE("compiled code is the same in every process (a cache can be shared and verified)", "[cpu][cache][nvrtc]") {
   const std::string a = test::fresh_dir(), b = test::fresh_dir();
-  const auto s = spec("fused_ar/h2880/bf16/fp8_mirror/gemma/w4/s2/sm_90");
+  const auto s = spec("fused_ar/h2880/bf16/fp8/mirror/gemma/w4/s2/sm_90");
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {

@@ -1,5 +1,5 @@
 // [cpu] A cache folder holding what an attacker or a broken disk leaves under an entry's name,
-// writers' temporaries, and the tools' exit codes on hostile settings (issue: hostile input).
+// writers' temporaries, and the tools' exit codes on hostile settings.
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>

@@ -9,6 +9,7 @@
 #include "arfuse/error.hpp"
 #include "arfuse/jit/tuning.hpp"
 #include "arfuse/runtime/signal_error.hpp"
+#include "arfuse/templates/quant_table.cuh"
 #include "arfuse/templates/signal.cuh"
 
 #include "row_layout.hpp"
@@ -25,7 +26,7 @@ AllreduceRmsnormArgs good_args() {
   AllreduceRmsnormArgs a;
   a.input = buffers[0], a.residual_in = buffers[1], a.residual_out = buffers[2], a.weight = buffers[3];
   a.out = buffers[4], a.scales = reinterpret_cast<float*>(buffers[5]), a.mirror = buffers[5];
-  a.tokens = 16, a.hidden = 6144, a.mode.quant = Quant::fp8_mirror;
+  a.tokens = 16, a.hidden = 6144, a.mode.quant = Quant::fp8, a.mode.mirror = true;
   return a;
 }
 
@@ -49,8 +50,8 @@ TEST_CASE("fused call arguments are validated with messages that name them", "[c
   a = good_args(), a.residual_in = nullptr;
   REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("residual_in is null"));
   a = good_args(), a.mirror = nullptr;
-  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("mirror is null") && Contains("fp8_mirror"));
-  a = good_args(), a.mode.quant = Quant::fp8, a.mirror = nullptr;
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("mirror is null") && Contains("fp8 mirror"));
+  a = good_args(), a.mode.mirror = false, a.mirror = nullptr;
   REQUIRE_NOTHROW(validate_args(a, 512, 8192));
   a.scales = nullptr;
   REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("scales is null") && Contains("quant fp8"));
@@ -67,8 +68,8 @@ TEST_CASE("fused call arguments are validated with messages that name them", "[c
 TEST_CASE("static FP8 and NVFP4 arguments are validated with messages that name them", "[cpu][group]") {
   alignas(16) static float scale[4] = {1.0f, 1.0f, 1.0f, 1.0f};
   auto a = good_args();
-  a.mode.quant = Quant::fp8_static_mirror, a.scales = nullptr;
-  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("static_scale is null") && Contains("fp8_static_mirror"));
+  a.mode.quant = Quant::fp8_static, a.scales = nullptr;  // with the mirror
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("static_scale is null") && Contains("fp8_static"));
   a.static_scale = scale;
   REQUIRE_NOTHROW(validate_args(a, 512, 8192));  // no scales written: none needed
   a.global_scale = scale;
@@ -90,30 +91,33 @@ TEST_CASE("static FP8 and NVFP4 arguments are validated with messages that name 
   a.mode.scale_layout = ScaleLayout::swizzled_128x4;
   REQUIRE_NOTHROW(validate_args(a, 512, 8192));
   a.mode.quant = Quant::fp8_group, a.global_scale = nullptr;
-  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("swizzled_128x4 is NVFP4's") && Contains("column_major"));
-  a = good_args(), a.mode.quant = Quant::nvfp4_mirror, a.global_scale = scale, a.out_width = 6400;
-  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("out_width is 6400 with quant nvfp4_mirror"));
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("swizzled_128x4 is not a layout quant fp8_group takes") &&
+                                                       Contains("row_major or column_major"));
+  a = good_args(), a.mode.quant = Quant::nvfp4, a.global_scale = scale, a.out_width = 6400;  // with the mirror
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("out_width is 6400 with quant nvfp4"));
   a.out_width = 0, a.out_stride = 3072 + 16;  // packed rows are hidden / 2 bytes wide
   REQUIRE_NOTHROW(validate_args(a, 512, 8192));
   a = good_args(), a.mode.quant = Quant::fp8_static, a.static_scale = scale, a.out_width = 6400;
   REQUIRE_NOTHROW(validate_args(a, 512, 8192));  // static FP8 rows take padding like per-token FP8
   // The scale bytes an NVFP4 call writes: rows to 128 and columns to 4 when swizzled.
-  CHECK(nvfp4_scale_bytes(1, 2880, ScaleLayout::row_major) == 180);
-  CHECK(nvfp4_scale_bytes(1, 2880, ScaleLayout::swizzled_128x4) == 128 * 180);
-  CHECK(nvfp4_scale_bytes(129, 2064, ScaleLayout::swizzled_128x4) == 256 * 132);
+  EpilogueMode nv{Quant::nvfp4};
+  CHECK(nv.scale_shape(2880).bytes(1) == 180);
+  nv.scale_layout = ScaleLayout::swizzled_128x4;
+  CHECK(nv.scale_shape(2880).bytes(1) == 128 * 180);
+  CHECK(nv.scale_shape(2064).bytes(129) == 256 * 132);
   GroupQuantArgs g;
   g.input = buffers[0], g.out = buffers[1], g.tokens = 4, g.hidden = 4096, g.mode.quant = Quant::fp8_static;
   REQUIRE_THROWS_WITH(validate_args(g), Contains("static_scale is null"));
   g.static_scale = scale;
   REQUIRE_NOTHROW(validate_args(g));
-  g.mode.quant = Quant::nvfp4_mirror;
-  REQUIRE_THROWS_WITH(validate_args(g), Contains("not nvfp4_mirror"));
+  g.mode.quant = Quant::nvfp4, g.mode.mirror = true;
+  REQUIRE_THROWS_WITH(validate_args(g), Contains("without the mirror, not nvfp4 mirror"));
 }
 
 // Row strides: 0 or the row's width is contiguous; a wider one must keep every row 16-byte
 // aligned; out counts its own units; out_width pads T and per-token FP8 rows only.
 TEST_CASE("row strides and padded widths are validated with messages that name them", "[cpu][group]") {
-  auto a = good_args();  // bf16, fp8_mirror, hidden 6144
+  auto a = good_args();  // bf16, fp8 with the mirror, hidden 6144
   a.input_stride = 6144 + 8, a.residual_in_stride = 6144, a.residual_out_stride = 8192, a.mirror_stride = 6144 + 64;
   a.out_stride = 6144 + 16;  // fp8 bytes
   REQUIRE_NOTHROW(validate_args(a, 512, 8192));
@@ -127,7 +131,7 @@ TEST_CASE("row strides and padded widths are validated with messages that name t
   REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("mirror_stride is -8"));
   a = good_args(), a.out_stride = 6144 + 8;  // fp8: 8 bytes wider
   REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("out_stride is 6152") && Contains("16 bytes"));
-  a.mode.quant = Quant::none, a.mirror = nullptr;  // T: 16 bytes wider
+  a.mode.quant = Quant::none, a.mode.mirror = false, a.mirror = nullptr;  // T: 16 bytes wider
   REQUIRE_NOTHROW(validate_args(a, 512, 8192));
   a = good_args(), a.out_width = 6400;
   REQUIRE_NOTHROW(validate_args(a, 512, 8192));
@@ -137,9 +141,9 @@ TEST_CASE("row strides and padded widths are validated with messages that name t
   REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("out_width is 6148") && Contains("multiple of 8"));
   a.out_width = 4096;
   REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("out_width is 4096") && Contains("at least hidden"));
-  a.out_width = 6400, a.mode.quant = Quant::mxfp4_mirror;
-  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("out_width is 6400 with quant mxfp4_mirror") &&
-                                                       Contains("only quant none, fp8, fp8_static and their mirrors"));
+  a.out_width = 6400, a.mode.quant = Quant::mxfp4;  // with the mirror
+  REQUIRE_THROWS_WITH(validate_args(a, 512, 8192), Contains("out_width is 6400 with quant mxfp4") &&
+                                                       Contains("only quant none, fp8, fp8_static write padded rows"));
   a.out_width = 6144;  // no padding: every mode
   REQUIRE_NOTHROW(validate_args(a, 512, 8192));
   a.out_stride = 3072 + 16;  // MXFP4 bytes: hidden / 2 per row
@@ -307,18 +311,23 @@ TEST_CASE("flag epochs compare by wrapped 13-bit difference, whatever call rides
 
 TEST_CASE("a call descriptor names every quant mode in a CallMismatch message", "[cpu][mismatch]") {
   for (auto quant : all_quants()) {
-    CAPTURE(to_string(quant));
-    const auto d = call_descriptor(12, 7168, true, unsigned(quant), 1, 2, true, is_group_fp8(quant) ? 128 : 0);
-    const std::string group = is_group_fp8(quant) ? " (group 128, f32 scales)"
-                              : is_nvfp4(quant)   ? " (linear scales)"
-                                                  : "";
-    CHECK_THAT(describe_call(d), Contains(std::string("quant ") + to_string(quant) + group + ", norm gemma"));
+    for (bool mirror : {false, true}) {
+      CAPTURE(to_string(quant), mirror);
+      const auto code = unsigned(quant_code(int(quant), mirror && quant != Quant::none));
+      const auto d = call_descriptor(12, 7168, true, code, 1, 2, true, quant == Quant::fp8_group ? 128 : 0);
+      const std::string group = quant == Quant::fp8_group ? " (group 128, f32 scales)"
+                                : quant == Quant::nvfp4   ? " (linear scales)"
+                                                          : "";
+      const std::string with = mirror && quant != Quant::none ? " with the mirror" : "";
+      CHECK_THAT(describe_call(d), Contains(std::string("quant ") + to_string(quant) + group + with + ", norm gemma"));
+    }
   }
   CHECK_THAT(describe_call(call_descriptor(3, 2048, false, 0, 0, 1, false)), Contains("plain all-reduce"));
-  CHECK_THAT(describe_call(call_descriptor(3, 2048, true, unsigned(Quant::nvfp4), 0, 1, true, 0, 1)),
+  CHECK_THAT(describe_call(call_descriptor(3, 2048, true, unsigned(quant_code(kQuantNvfp4, false)), 0, 1, true, 0, 1)),
              Contains("quant nvfp4 (swizzled scales)"));
-  CHECK_THAT(describe_call(call_descriptor(12, 7168, true, unsigned(Quant::fp8_group), 0, 1, true, 64, 2)),
-             Contains("quant fp8_group (group 64, e8m0 scales), norm rms"));
+  CHECK_THAT(
+      describe_call(call_descriptor(12, 7168, true, unsigned(quant_code(kQuantFp8Group, false)), 0, 1, true, 64, 2)),
+      Contains("quant fp8_group (group 64, e8m0 scales), norm rms"));
 }
 
 TEST_CASE("what is loaded lazily is built once, retried after a failure, and never unloaded", "[cpu][group]") {

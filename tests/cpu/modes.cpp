@@ -31,10 +31,16 @@ std::vector<BadCase> bad_cases() {
       {"hidden 0", EpilogueMode{}, 0, true},
       {"hidden above 32768", EpilogueMode{Quant::none}, 32776, true},
       {"group size 48", EpilogueMode{Quant::fp8_group, Norm::rms, 48}, 256, true},
-      {"group size not dividing hidden", EpilogueMode{Quant::fp8_group_mirror, Norm::gemma, 128}, 96, true},
+      {"group size not dividing hidden",
+       EpilogueMode{Quant::fp8_group, Norm::gemma, 128, ScaleFormat::f32, ScaleLayout::row_major, true}, 96, true},
       {"mxfp4 hidden not divisible by 32", EpilogueMode{Quant::mxfp4}, 40, true},
+      {"nvfp4 hidden not divisible by 16", EpilogueMode{Quant::nvfp4}, 2056, true},
       {"mxfp4 column-major scales",
-       EpilogueMode{Quant::mxfp4_mirror, Norm::rms, 128, ScaleFormat::f32, ScaleLayout::column_major}, 256, false},
+       EpilogueMode{Quant::mxfp4, Norm::rms, 128, ScaleFormat::f32, ScaleLayout::column_major, true}, 256, false},
+      {"fp8 swizzled scales", EpilogueMode{Quant::fp8, Norm::rms, 128, ScaleFormat::f32, ScaleLayout::swizzled_128x4},
+       256, false},
+      {"the mirror without a quant mode",
+       EpilogueMode{Quant::none, Norm::rms, 128, ScaleFormat::f32, ScaleLayout::row_major, true}, 256, true},
   };
 }
 
@@ -72,12 +78,12 @@ TEST_CASE("every entry point refuses a bad mode with EpilogueMode::validate's me
     RmsnormQuantArgs epilogue = fused;
     CHECK(message_of([&] { validate_args(epilogue); }) == expected);
 
-    if (is_group_fp8(c.mode.quant) || is_mxfp4(c.mode.quant)) {
+    if (group_quant_takes(c.mode.quant)) {
       GroupQuantArgs group;
       group.input = group.out = group.scales = aligned();
       group.tokens = 4, group.hidden = c.hidden;
       group.mode = c.mode;
-      group.mode.quant = is_mxfp4(c.mode.quant) ? Quant::mxfp4 : Quant::fp8_group;
+      group.mode.mirror = false;
       const std::string own = message_of([&] { group.mode.validate(c.hidden); });  // names its own quant
       REQUIRE_FALSE(own.empty());
       CHECK(message_of([&] { validate_args(group); }) == own);
@@ -107,8 +113,43 @@ TEST_CASE("modes by name: every name parses back, unknown names list the accepte
   for (DType d : all_dtypes()) CHECK(parse_dtype(to_string(d)) == d);
   for (ScaleFormat f : all_scale_formats()) CHECK(parse_scale_format(to_string(f)) == f);
   for (ScaleLayout l : all_scale_layouts()) CHECK(parse_scale_layout(to_string(l)) == l);
-  REQUIRE_THROWS_WITH(parse_quant("fp4"), Contains("unknown quant mode 'fp4': allowed are none, fp8, fp8_mirror"));
+  REQUIRE_THROWS_WITH(parse_quant("fp4"),
+                      Contains("unknown quant mode 'fp4': allowed are none, fp8, fp8_group, mxfp4, fp8_static, nvfp4"));
   REQUIRE_THROWS_WITH(parse_scale_layout("rows"), Contains("allowed are row_major, column_major"));
   CHECK(EpilogueMode{Quant::fp8_group, Norm::gemma, 64, ScaleFormat::e8m0}.text() ==
         "fp8_group g64 e8m0 row_major gemma");
+  CHECK(EpilogueMode{Quant::nvfp4, Norm::rms, 128, ScaleFormat::f32, ScaleLayout::swizzled_128x4, true}.text() ==
+        "nvfp4 swizzled_128x4 mirror rms");
+  CHECK(EpilogueMode{Quant::mxfp4}.text() == "mxfp4 rms");
+}
+
+// What each mode writes and reads, as the mode table says and the outputs' shapes follow.
+TEST_CASE("the mode table gives each mode's outputs, scales and scale argument", "[cpu][modes]") {
+  const int hidden = 2048;
+  const auto shape = [&](Quant q, ScaleLayout layout = ScaleLayout::row_major, int group = 64,
+                         ScaleFormat format = ScaleFormat::f32) {
+    return EpilogueMode{q, Norm::rms, group, format, layout}.scale_shape(hidden);
+  };
+  CHECK(shape(Quant::none).columns == 0);
+  CHECK(shape(Quant::fp8_static).columns == 0);
+  CHECK((shape(Quant::fp8).per_row && shape(Quant::fp8).columns == 1 && shape(Quant::fp8).element_bytes == 4));
+  CHECK(shape(Quant::fp8_group).columns == hidden / 64);
+  CHECK(shape(Quant::fp8_group).element_bytes == 4);
+  CHECK(shape(Quant::fp8_group, ScaleLayout::row_major, 64, ScaleFormat::e8m0).element_bytes == 1);
+  CHECK(shape(Quant::fp8_group, ScaleLayout::column_major).transposed);
+  CHECK((shape(Quant::mxfp4).columns == hidden / 32 && shape(Quant::mxfp4).element_bytes == 1));
+  CHECK(shape(Quant::nvfp4).columns == hidden / 16);
+  CHECK(shape(Quant::nvfp4, ScaleLayout::swizzled_128x4).bytes(129) == 256 * (hidden / 16));
+  for (Quant q : all_quants()) {
+    CAPTURE(to_string(q));
+    CHECK(EpilogueMode{q}.out_row(hidden) == (packs_fp4(q) ? hidden / 2 : hidden));
+    CHECK(writes_scales(q) == (shape(q).columns > 0));
+    CHECK((quant_scale_argument(q) != nullptr) == reads_quant_scale(q));
+  }
+  CHECK(std::string(quant_scale_argument(Quant::fp8_static)) == "static_scale");
+  CHECK(std::string(quant_scale_argument(Quant::nvfp4)) == "global_scale");
+  CHECK(pads_out(Quant::fp8));
+  CHECK_FALSE(pads_out(Quant::mxfp4));
+  CHECK_FALSE(group_quant_takes(Quant::fp8));
+  CHECK(group_quant_takes(Quant::nvfp4));
 }

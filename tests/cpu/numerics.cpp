@@ -97,7 +97,7 @@ TEST_CASE("the reference fold is strictly in rank order and rounds once", "[cpu]
 
 TEST_CASE("the reference epilogue: zero rows, scales and the mirror", "[cpu][numerics]") {
   EpilogueConfig c;
-  c.hidden = 64, c.dtype = DType::bf16, c.mode.quant = Quant::fp8_mirror;
+  c.hidden = 64, c.dtype = DType::bf16, c.mode.quant = Quant::fp8, c.mode.mirror = true;
   Bits16 zeros(64, 0), weight(64, float_to_bf16(1.0f));
   auto o = epilogue(c, 1, zeros, zeros, weight);
   CHECK(o.scales[0] == 1.0f);  // amax 0 -> scale 1

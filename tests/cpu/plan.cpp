@@ -7,7 +7,7 @@
 #include <set>
 
 #include "arfuse/error.hpp"
-#include "arfuse/runtime/validate.hpp"
+#include "arfuse/runtime/kernel_args.hpp"
 #include "arfuse/settings.hpp"
 
 #include "support.hpp"
@@ -31,8 +31,9 @@ Topology gpus(int world, int ranks_per_device, bool peer_access, bool nccl) {
   return t;
 }
 
-CallShape fused(int tokens, int hidden, Quant quant = Quant::fp8) {
-  return CallShape{true, tokens, hidden, DType::bf16, EpilogueMode{quant, Norm::gemma}};
+CallShape fused(int tokens, int hidden, Quant quant = Quant::fp8, bool mirror = false) {
+  return CallShape{true, tokens, hidden, DType::bf16,
+                   EpilogueMode{quant, Norm::gemma, 128, ScaleFormat::f32, ScaleLayout::row_major, mirror}};
 }
 
 }  // namespace
@@ -61,7 +62,7 @@ TEST_CASE("one GPU with virtual ranks: the custom path, grids shared by the rank
 }
 
 // A call with a row stride or a padded out takes the views kernel, on every path; the tests of
-// which arguments make a call one: is_view (runtime/validate.hpp).
+// which arguments make a call one: is_view (runtime/kernel_args.hpp).
 TEST_CASE("strided or padded calls plan the views kernel, contiguous ones the constant-width kernel", "[cpu][plan]") {
   const Topology t = gpus(4, 4, true, true);
   const auto policy = StagePolicy::resolve(jit::TuningTable::embedded_default(), t);
@@ -116,10 +117,10 @@ TEST_CASE("W GPUs with peer access: thresholds per world size, plain all-reduce 
 TEST_CASE("GPUs without peer access take NCCL, or are refused without it", "[cpu][plan]") {
   const Topology with_nccl = gpus(4, 1, false, true);
   const auto policy = StagePolicy::resolve(jit::TuningTable::embedded_default(), with_nccl);
-  const Plan p = plan_call(with_nccl, policy, fused(64, 6144, Quant::fp8_mirror));
+  const Plan p = plan_call(with_nccl, policy, fused(64, 6144, Quant::fp8, true));
   CHECK(p.path == Path::nccl);
   CHECK(p.has_kernel);
-  CHECK(p.spec.text() == "rmsnorm_quant/h6144/bf16/fp8_mirror/gemma/sm_90");  // the epilogue after NCCL's sum
+  CHECK(p.spec.text() == "rmsnorm_quant/h6144/bf16/fp8/mirror/gemma/sm_90");  // the epilogue after NCCL's sum
   CHECK_FALSE(plan_call(with_nccl, policy, CallShape{false, 64, 6144, DType::bf16, {}}).has_kernel);
   const Topology without = gpus(4, 1, false, false);
   REQUIRE_THROWS_WITH(plan_call(without, policy, fused(64, 6144)),
@@ -166,16 +167,18 @@ TEST_CASE("packed specs tell every kernel apart like the canonical text does", "
     for (int hidden : {8, 4096, 6144, kMaxHidden})
       for (auto dtype : all_dtypes())
         for (auto quant : all_quants())
-          for (auto norm : all_norms())
-            for (int world : {2, 4, 8})
-              for (int stage : {1, 2}) {
-                jit::KernelSpec s;
-                s.module = module, s.hidden = hidden, s.dtype = dtype, s.mode.quant = quant, s.mode.norm = norm;
-                s.world = world, s.stage = stage;
-                auto [it, inserted] = seen.emplace(s.packed(), s.text());
-                CHECK(it->second == s.text());  // one number, one kernel
-                texts.insert(s.text());
-              }
+          for (bool mirror : {false, true})
+            for (auto norm : all_norms())
+              for (int world : {2, 4, 8})
+                for (int stage : {1, 2}) {
+                  jit::KernelSpec s;
+                  s.module = module, s.hidden = hidden, s.dtype = dtype, s.mode.quant = quant, s.mode.norm = norm;
+                  s.mode.mirror = mirror && quant != Quant::none && jit::takes_mirror(module);
+                  s.world = world, s.stage = stage;
+                  auto [it, inserted] = seen.emplace(s.packed(), s.text());
+                  CHECK(it->second == s.text());  // one number, one kernel
+                  texts.insert(s.text());
+                }
   CHECK(seen.size() == texts.size());
 }
 

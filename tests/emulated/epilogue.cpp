@@ -10,7 +10,7 @@
 #include "arfuse/jit/spec_set.hpp"
 #include "arfuse/reference/block_scaled.hpp"
 #include "arfuse/reference/model.hpp"
-#include "arfuse/runtime/launch.hpp"
+#include "arfuse/runtime/kernel_args.hpp"
 
 #include "emulated_kernel.hpp"
 #include "norm_probe.hpp"
@@ -30,7 +30,7 @@ struct Case {
   std::string target;
   int tokens, hidden;
   DType dtype;
-  Quant quant;
+  test::QuantCase quant;
   Norm norm;
   int group = 128;
   ScaleFormat scale_format = ScaleFormat::f32;
@@ -74,10 +74,10 @@ void scale_by_warp(Bits16& input, const Case& c, std::mt19937& rng) {
   }
 }
 
-KernelSpec spec_of(const Case& c, Module module, Quant quant) {
+KernelSpec spec_of(const Case& c, Module module, const test::QuantCase& quant) {
   KernelSpec s;
-  s.module = module, s.hidden = c.hidden, s.dtype = c.dtype, s.mode = EpilogueMode{quant, c.norm};
-  if (is_group_fp8(quant)) s.mode.group_size = c.group, s.mode.scale_format = c.scale_format;
+  s.module = module, s.hidden = c.hidden, s.dtype = c.dtype, s.mode = test::mode_of(quant, c.norm);
+  if (quant.quant == Quant::fp8_group) s.mode.group_size = c.group, s.mode.scale_format = c.scale_format;
   s.target = Target::parse(c.target);
   s.views = c.strided || c.out_width != 0;
   return s;
@@ -86,7 +86,7 @@ KernelSpec spec_of(const Case& c, Module module, Quant quant) {
 // rmsnorm_quant, then token_quant or group_quant of its mirror (contract step 8), every output
 // against the reference.
 void check_epilogue(const Case& c) {
-  CAPTURE(c.target, to_string(c.dtype), to_string(c.quant), to_string(c.norm), c.tokens, c.hidden, c.strided,
+  CAPTURE(c.target, to_string(c.dtype), test::text(c.quant), to_string(c.norm), c.tokens, c.hidden, c.strided,
           c.out_width, c.group, to_string(c.scale_format), to_string(c.scale_layout));
   auto rng = test::fresh_rng();
   const int tokens = c.tokens, hidden = c.hidden;
@@ -94,23 +94,24 @@ void check_epilogue(const Case& c) {
   Bits16 in = test::random_tensor(rng, n, c.dtype), residual = test::random_tensor(rng, n, c.dtype);
   Bits16 weight = test::random_tensor(rng, size_t(hidden), c.dtype, 0.5f);
   add_special_rows(in, tokens, hidden, c.dtype);
-  const EpilogueMode mode{c.quant, c.norm, c.group, c.scale_format, c.scale_layout};
+  const EpilogueMode mode = test::mode_of(c.quant, c.norm, c.group, c.scale_format, c.scale_layout);
   reference::EpilogueConfig config{
-      hidden, c.dtype, mode, 1e-5f, Target::parse(c.target), test::test_quant_scale(c.quant)};
+      hidden, c.dtype, mode, 1e-5f, Target::parse(c.target), test::test_quant_scale(c.quant.quant)};
   // Rows 6-9 probe the inverse norm (visible where y is: no quant, the mirror modes), the rest
   // are scaled by warp.
   test::plant_norm_probe_rows(config, kFirstProbeRow, kProbeRows, rng, in, residual, weight);
   scale_by_warp(in, c, rng);
   const auto expected = reference::epilogue(config, tokens, in, residual, weight);
 
-  const bool mx = packs_fp4(c.quant), nv = is_nvfp4(c.quant), statik = is_static_fp8(c.quant);
-  const bool grouped = is_group_fp8(c.quant) || mx;
+  const bool mx = packs_fp4(c.quant.quant), nv = c.quant.quant == Quant::nvfp4,
+             statik = c.quant.quant == Quant::fp8_static;
+  const bool grouped = c.quant.quant == Quant::fp8_group || mx;
   const bool byte_scales = mx || (grouped && c.scale_format == ScaleFormat::e8m0);
   const int out_unit = c.quant == Quant::none ? 2 : 1;  // bytes per unit of out's stride
   const int out_row_bytes = mx ? hidden / 2 : hidden * out_unit;
   const size_t scale_count = nv        ? reference::nvfp4_scale_count(tokens, hidden, c.scale_layout)
                              : statik  ? 0
-                             : grouped ? n / size_t(is_mxfp4(c.quant) ? 32 : c.group)
+                             : grouped ? n / size_t(c.quant.quant == Quant::mxfp4 ? 32 : c.group)
                                        : size_t(tokens);
   float quant_scale = config.quant_scale;
   RmsnormQuantArgs call = test::epilogue_layout(tokens, hidden, c.dtype, mode, c.strided, c.out_width);
@@ -144,11 +145,10 @@ void check_epilogue(const Case& c) {
       test::packed_rows(residual_out, tokens, hidden, rows.residual_out, hidden, "residual_out");
   const auto out_packed = test::packed_rows(out, tokens, out_row_bytes, rows.out * out_unit,
                                             mx ? out_row_bytes : rows.out_width * out_unit, "out");
-  const Bits16 mirror_packed = writes_mirror(c.quant)
-                                   ? test::packed_rows(mirror, tokens, hidden, rows.mirror, hidden, "mirror")
-                                   : Bits16(mirror.begin(), mirror.begin() + long(n));
+  const Bits16 mirror_packed = c.quant.mirror ? test::packed_rows(mirror, tokens, hidden, rows.mirror, hidden, "mirror")
+                                              : Bits16(mirror.begin(), mirror.begin() + long(n));
   test::require_epilogue_bytes({residual_out_packed, out_packed, scales, mirror_packed}, expected, config, tokens);
-  if (!writes_mirror(c.quant)) return;
+  if (!c.quant.mirror) return;
 
   // Step 8: quantising the mirror alone gives the same bytes and scales.
   auto q2 = test::poisoned<std::uint8_t>(size_t(tokens) * size_t(out_row_bytes)),
@@ -156,7 +156,7 @@ void check_epilogue(const Case& c) {
   void *q2_p = q2.data(), *s2_p = s2.data();
   const void* mirror_in = mirror.data();
   if (grouped || statik) {
-    const Quant alone = test::without_mirror(c.quant);
+    const Quant alone = c.quant.quant;
     GroupQuantArgs quant_call;
     quant_call.hidden = hidden, quant_call.mode = EpilogueMode{alone};
     quant_call.input_stride = rows.mirror;
@@ -191,47 +191,49 @@ TEST_CASE("emulated AMD epilogue kernels equal the reference", "[cpu][emulated]"
       // wave32: gfx1250 (the seed's target), gfx1100, gfx1200
       {"gfx1250", 11, 6144, DType::bf16, Quant::none, Norm::rms},
       {"gfx1250", 13, 2880, DType::f16, Quant::fp8, Norm::gemma},
-      {"gfx1250", 11, 7168, DType::bf16, Quant::fp8_mirror, Norm::rms},
+      {"gfx1250", 11, 7168, DType::bf16, test::mirror(Quant::fp8), Norm::rms},
       {"gfx1250", 15, 8192, DType::bf16, Quant::fp8_group, Norm::rms, 128, F::e8m0, L::column_major},
-      {"gfx1250", 11, 2880, DType::f16, Quant::fp8_group_mirror, Norm::gemma, 32, F::ue8m0_f32, L::row_major},
+      {"gfx1250", 11, 2880, DType::f16, test::mirror(Quant::fp8_group), Norm::gemma, 32, F::ue8m0_f32, L::row_major},
       {"gfx1250", 13, 7168, DType::bf16, Quant::mxfp4, Norm::gemma},
-      {"gfx1250", 11, 2880, DType::bf16, Quant::mxfp4_mirror, Norm::rms},
+      {"gfx1250", 11, 2880, DType::bf16, test::mirror(Quant::mxfp4), Norm::rms},
       {"gfx1100", 11, 2048, DType::f16, Quant::none, Norm::gemma},
-      {"gfx1100", 17, 5120, DType::bf16, Quant::fp8_mirror, Norm::rms},
-      {"gfx1100", 11, 6144, DType::f16, Quant::fp8_group_mirror, Norm::rms, 64, F::f32, L::column_major},
-      {"gfx1100", 11, 4096, DType::f16, Quant::mxfp4_mirror, Norm::gemma},
-      {"gfx1200", 13, 7168, DType::bf16, Quant::fp8_group_mirror, Norm::rms, 128, F::ue8m0_f32, L::row_major},
+      {"gfx1100", 17, 5120, DType::bf16, test::mirror(Quant::fp8), Norm::rms},
+      {"gfx1100", 11, 6144, DType::f16, test::mirror(Quant::fp8_group), Norm::rms, 64, F::f32, L::column_major},
+      {"gfx1100", 11, 4096, DType::f16, test::mirror(Quant::mxfp4), Norm::gemma},
+      {"gfx1200", 13, 7168, DType::bf16, test::mirror(Quant::fp8_group), Norm::rms, 128, F::ue8m0_f32, L::row_major},
       // wave64: gfx942 (e4m3fnuz), gfx90a, gfx950
       {"gfx942", 11, 2880, DType::bf16, Quant::none, Norm::rms},
       {"gfx942", 13, 8192, DType::bf16, Quant::fp8, Norm::rms},
-      {"gfx942", 11, 6144, DType::f16, Quant::fp8_mirror, Norm::gemma},
+      {"gfx942", 11, 6144, DType::f16, test::mirror(Quant::fp8), Norm::gemma},
       {"gfx942", 11, 7168, DType::bf16, Quant::fp8_group, Norm::gemma, 128, F::f32, L::row_major},
-      {"gfx942", 15, 2880, DType::bf16, Quant::fp8_group_mirror, Norm::rms, 64, F::e8m0, L::row_major},
+      {"gfx942", 15, 2880, DType::bf16, test::mirror(Quant::fp8_group), Norm::rms, 64, F::e8m0, L::row_major},
       {"gfx942", 11, 8192, DType::f16, Quant::mxfp4, Norm::rms},
-      {"gfx942", 11, 6144, DType::bf16, Quant::mxfp4_mirror, Norm::gemma},
+      {"gfx942", 11, 6144, DType::bf16, test::mirror(Quant::mxfp4), Norm::gemma},
       {"gfx90a", 11, 7168, DType::f16, Quant::none, Norm::rms},
-      {"gfx90a", 13, 2048, DType::bf16, Quant::fp8_mirror, Norm::gemma},
+      {"gfx90a", 13, 2048, DType::bf16, test::mirror(Quant::fp8), Norm::gemma},
       {"gfx90a", 11, 5120, DType::bf16, Quant::fp8_group, Norm::rms, 32, F::ue8m0_f32, L::column_major},
       {"gfx90a", 11, 2880, DType::bf16, Quant::mxfp4, Norm::rms},
-      {"gfx950", 11, 6144, DType::bf16, Quant::fp8_mirror, Norm::rms},
-      {"gfx950", 13, 2880, DType::f16, Quant::mxfp4_mirror, Norm::rms},
+      {"gfx950", 11, 6144, DType::bf16, test::mirror(Quant::fp8), Norm::rms},
+      {"gfx950", 13, 2880, DType::f16, test::mirror(Quant::mxfp4), Norm::rms},
       // every tensor strided (each its own stride), padded outputs
       {"gfx1250", 11, 2880, DType::bf16, Quant::none, Norm::rms, 128, F::f32, L::row_major, true, 3072},
-      {"gfx942", 13, 6144, DType::f16, Quant::fp8_mirror, Norm::gemma, 128, F::f32, L::row_major, true, 6400},
-      {"gfx1250", 11, 7168, DType::bf16, Quant::fp8_group_mirror, Norm::rms, 64, F::ue8m0_f32, L::column_major, true},
-      {"gfx942", 11, 2880, DType::bf16, Quant::mxfp4_mirror, Norm::rms, 128, F::f32, L::row_major, true},
+      {"gfx942", 13, 6144, DType::f16, test::mirror(Quant::fp8), Norm::gemma, 128, F::f32, L::row_major, true, 6400},
+      {"gfx1250", 11, 7168, DType::bf16, test::mirror(Quant::fp8_group), Norm::rms, 64, F::ue8m0_f32, L::column_major,
+       true},
+      {"gfx942", 11, 2880, DType::bf16, test::mirror(Quant::mxfp4), Norm::rms, 128, F::f32, L::row_major, true},
       {"gfx1100", 11, 4096, DType::bf16, Quant::fp8, Norm::rms, 128, F::f32, L::row_major, false, 4352},
       // static per-tensor FP8 and NVFP4 (both scale layouts; 2880 / 16 = 180 columns, 5120 / 16 = 320,
       // 2064 / 16 = 129: swizzled column padding)
       {"gfx1250", 11, 6144, DType::bf16, Quant::fp8_static, Norm::rms},
-      {"gfx942", 13, 2880, DType::f16, Quant::fp8_static_mirror, Norm::gemma},
-      {"gfx950", 11, 7168, DType::bf16, Quant::fp8_static_mirror, Norm::rms, 128, F::f32, L::row_major, true, 7424},
+      {"gfx942", 13, 2880, DType::f16, test::mirror(Quant::fp8_static), Norm::gemma},
+      {"gfx950", 11, 7168, DType::bf16, test::mirror(Quant::fp8_static), Norm::rms, 128, F::f32, L::row_major, true,
+       7424},
       {"gfx1250", 13, 2880, DType::bf16, Quant::nvfp4, Norm::rms, 128, F::f32, L::swizzled_128x4},
       {"gfx1250", 170, 2880, DType::bf16, Quant::nvfp4, Norm::rms, 128, F::f32,
        L::swizzled_128x4},  // band 1, rows 42-127
-      {"gfx942", 11, 5120, DType::f16, Quant::nvfp4_mirror, Norm::gemma, 128, F::f32, L::row_major},
-      {"gfx950", 11, 2064, DType::bf16, Quant::nvfp4_mirror, Norm::rms, 128, F::f32, L::swizzled_128x4},
-      {"gfx1100", 11, 7168, DType::bf16, Quant::nvfp4_mirror, Norm::rms, 128, F::f32, L::swizzled_128x4, true},
+      {"gfx942", 11, 5120, DType::f16, test::mirror(Quant::nvfp4), Norm::gemma, 128, F::f32, L::row_major},
+      {"gfx950", 11, 2064, DType::bf16, test::mirror(Quant::nvfp4), Norm::rms, 128, F::f32, L::swizzled_128x4},
+      {"gfx1100", 11, 7168, DType::bf16, test::mirror(Quant::nvfp4), Norm::rms, 128, F::f32, L::swizzled_128x4, true},
   };
   for (const auto& c : cases) check_epilogue(c);
 }
@@ -248,13 +250,13 @@ void sweep_standalone(const std::string& target) {
            11,
            s.hidden,
            s.dtype,
-           s.mode.quant,
+           test::QuantCase{s.mode.quant, s.mode.mirror},
            s.mode.norm,
            s.mode.group_size,
            s.mode.scale_format,
            ScaleLayout::row_major};
-    if (s.module == Module::token_quant) c.quant = Quant::fp8_mirror;
-    if (s.module == Module::group_quant) c.quant = test::with_mirror(s.mode.quant);
+    if (s.module == Module::token_quant) c.quant = test::mirror(Quant::fp8);
+    if (s.module == Module::group_quant) c.quant = test::mirror(s.mode.quant);
     if (s.module != Module::rmsnorm_quant && s.module != Module::token_quant && s.module != Module::group_quant)
       continue;
     check_epilogue(c);

@@ -16,6 +16,7 @@
 #include "arfuse/reference/numerics.hpp"
 #include "arfuse/runtime/context.hpp"
 #include "arfuse/templates/fp8_divide.cuh"
+#include "arfuse/templates/quant_table.cuh"
 
 #include "device_outputs.hpp"
 #include "helper_kernels.hpp"
@@ -62,7 +63,7 @@ void plant_probe_rows(const reference::EpilogueConfig& config, int tokens, std::
 struct EpilogueCase {
   int tokens, hidden;
   DType dtype;
-  Quant quant;
+  test::QuantCase quant;
   Norm norm;
   bool in_place;     // residual_out over residual_in, as engines call it
   bool pdl = false;  // a producer kernel writes the input; every launch is programmatic
@@ -74,13 +75,13 @@ void check_rmsnorm_quant(Context& ctx, const EpilogueCase& c) {
   Stream stream(ctx.device());
   auto rng = test::fresh_rng();
   const int tokens = c.tokens, hidden = c.hidden;
-  CAPTURE(to_string(c.dtype), to_string(c.quant), to_string(c.norm), tokens, hidden, c.in_place, c.pdl);
+  CAPTURE(to_string(c.dtype), test::text(c.quant), to_string(c.norm), tokens, hidden, c.in_place, c.pdl);
   const size_t n = size_t(tokens) * hidden;
 
   Bits16 ar = test::random_tensor(rng, n, c.dtype), residual = test::random_tensor(rng, n, c.dtype);
   Bits16 weight = test::random_tensor(rng, size_t(hidden), c.dtype, 0.5f);
   add_special_rows(ar, tokens, hidden, c.dtype);
-  reference::EpilogueConfig config{hidden, c.dtype, EpilogueMode{c.quant, c.norm}, 1e-5f, ctx.device().target()};
+  reference::EpilogueConfig config{hidden, c.dtype, test::mode_of(c.quant, c.norm), 1e-5f, ctx.device().target()};
   plant_probe_rows(config, tokens, rng, ar, residual, weight);
   const auto expected = reference::epilogue(config, tokens, ar, residual, weight);
 
@@ -107,12 +108,13 @@ void check_rmsnorm_quant(Context& ctx, const EpilogueCase& c) {
   args.weight = d_weight.get(), args.eps = 1e-5f, args.out = d_out.get(),
   args.scales = static_cast<float*>(d_scales.get());
   args.mirror = d_mirror.get(), args.tokens = tokens, args.hidden = hidden;
-  args.dtype = c.dtype, args.mode.quant = c.quant, args.mode.norm = c.norm, args.pdl = c.pdl;
+  args.dtype = c.dtype, args.mode.quant = c.quant.quant, args.mode.mirror = c.quant.mirror, args.mode.norm = c.norm,
+  args.pdl = c.pdl;
   rmsnorm_quant(ctx, args, stream);
   // Contract step 8: token_quant of the mirror reproduces the fused bytes and scales (with PDL
   // it waits for rmsnorm_quant's mirror itself).
   DeviceBuffer d_q2(ctx.device(), n), d_s2(ctx.device(), size_t(tokens) * 4);
-  if (c.quant == Quant::fp8_mirror) {
+  if (c.quant == test::mirror(Quant::fp8)) {
     d_q2.fill(kPoison), d_s2.fill(kPoison);
     TokenQuantArgs tq;
     tq.input = d_mirror.get(), tq.out = d_q2.get(), tq.scales = static_cast<float*>(d_s2.get());
@@ -122,7 +124,7 @@ void check_rmsnorm_quant(Context& ctx, const EpilogueCase& c) {
   stream.synchronize();
 
   test::require_device_epilogue({res_out, d_out, d_scales, d_mirror}, expected, config, tokens);
-  if (c.quant == Quant::fp8_mirror) {
+  if (c.quant == test::mirror(Quant::fp8)) {
     test::require_bits_equal(d_q2.download<std::uint8_t>(n), expected.q, "token_quant(mirror)", hidden);
     test::require_scales_equal(d_s2.download<float>(size_t(tokens)), expected.scales, "token_quant(mirror)");
   }
@@ -131,7 +133,7 @@ void check_rmsnorm_quant(Context& ctx, const EpilogueCase& c) {
 struct BlockScaledCase {
   int tokens, hidden;
   DType dtype;
-  Quant quant;
+  test::QuantCase quant;
   Norm norm;
   int group;
   ScaleFormat scale_format;
@@ -144,20 +146,25 @@ void check_block_scaled(Context& ctx, const BlockScaledCase& c) {
   Stream stream(ctx.device());
   auto rng = test::fresh_rng();
   const int tokens = c.tokens, hidden = c.hidden;
-  CAPTURE(to_string(c.dtype), to_string(c.quant), to_string(c.norm), tokens, hidden, c.group, to_string(c.scale_format),
-          to_string(c.scale_layout));
+  CAPTURE(to_string(c.dtype), test::text(c.quant), to_string(c.norm), tokens, hidden, c.group,
+          to_string(c.scale_format), to_string(c.scale_layout));
   const size_t n = size_t(tokens) * hidden;
   Bits16 ar = test::random_tensor(rng, n, c.dtype), residual = test::random_tensor(rng, n, c.dtype);
   Bits16 weight = test::random_tensor(rng, size_t(hidden), c.dtype, 0.5f);
   add_special_rows(ar, tokens, hidden, c.dtype);
-  reference::EpilogueConfig config{
-      hidden, c.dtype, EpilogueMode{c.quant, c.norm}, 1e-5f, ctx.device().target(), test::test_quant_scale(c.quant)};
+  reference::EpilogueConfig config{hidden,
+                                   c.dtype,
+                                   test::mode_of(c.quant, c.norm),
+                                   1e-5f,
+                                   ctx.device().target(),
+                                   test::test_quant_scale(c.quant.quant)};
   config.mode.group_size = c.group, config.mode.scale_format = c.scale_format,
   config.mode.scale_layout = c.scale_layout;
   plant_probe_rows(config, tokens, rng, ar, residual, weight);
   const auto expected = reference::epilogue(config, tokens, ar, residual, weight);
 
-  const bool fp4 = packs_fp4(c.quant), nv = is_nvfp4(c.quant), statik = is_static_fp8(c.quant);
+  const bool fp4 = packs_fp4(c.quant.quant), nv = c.quant.quant == Quant::nvfp4,
+             statik = c.quant.quant == Quant::fp8_static;
   const size_t out_bytes = fp4 ? n / 2 : n;
   const size_t groups = nv       ? reference::nvfp4_scale_count(tokens, hidden, c.scale_layout)
                         : statik ? 0
@@ -176,7 +183,7 @@ void check_block_scaled(Context& ctx, const BlockScaledCase& c) {
   args.input = d_in.get(), args.residual_in = d_res.get(), args.residual_out = d_res_out.get();
   args.weight = d_weight.get(), args.eps = 1e-5f, args.out = d_out.get(), args.scales = d_scales.get();
   args.mirror = d_mirror.get(), args.tokens = tokens, args.hidden = hidden;
-  args.dtype = c.dtype, args.mode.quant = c.quant, args.mode.norm = c.norm;
+  args.dtype = c.dtype, args.mode.quant = c.quant.quant, args.mode.mirror = c.quant.mirror, args.mode.norm = c.norm;
   args.mode.group_size = c.group, args.mode.scale_format = c.scale_format, args.mode.scale_layout = c.scale_layout;
   if (statik) args.static_scale = quant_scale, args.scales = nullptr;
   if (nv) args.global_scale = quant_scale;
@@ -184,13 +191,13 @@ void check_block_scaled(Context& ctx, const BlockScaledCase& c) {
   stream.synchronize();
 
   test::require_device_epilogue({d_res_out, d_out, d_scales, d_mirror}, expected, config, tokens);
-  if (writes_mirror(c.quant)) {
+  if (c.quant.mirror) {
     // As contract step 8 for per-token FP8: group_quant of the mirror gives the same bytes and scales.
     DeviceBuffer d_q2(ctx.device(), out_bytes), d_s2(ctx.device(), std::max<size_t>(groups * 4, 16));
     d_q2.fill(kPoison), d_s2.fill(kPoison);
     GroupQuantArgs gq;
     gq.input = d_mirror.get(), gq.out = d_q2.get(), gq.scales = statik ? nullptr : d_s2.get(), gq.tokens = tokens;
-    gq.hidden = hidden, gq.dtype = c.dtype, gq.mode.quant = test::without_mirror(c.quant);
+    gq.hidden = hidden, gq.dtype = c.dtype, gq.mode.quant = c.quant.quant;
     gq.mode.group_size = c.group, gq.mode.scale_format = c.scale_format, gq.mode.scale_layout = c.scale_layout;
     if (statik) gq.static_scale = quant_scale;
     if (nv) gq.global_scale = quant_scale;
@@ -235,9 +242,9 @@ void check_strided(Context& ctx, const EpilogueMode& mode, int tokens, int hidde
   rmsnorm_quant(ctx, args, stream);
   stream.synchronize();
   test::require_device_epilogue({d_res_out, d_out, d_scales, d_mirror}, expected, config, tokens, rows, "strided");
-  if (!writes_mirror(mode.quant)) return;
+  if (!mode.mirror) return;
 
-  const bool mx = is_mxfp4(mode.quant), grouped = mx || is_group_fp8(mode.quant);
+  const bool mx = mode.quant == Quant::mxfp4, grouped = mx || mode.quant == Quant::fp8_group;
   const int out_row = mx ? hidden / 2 : hidden, out_stride = (out_row + 31) / 16 * 16;
   DeviceBuffer d_q2(d, size_t(tokens) * size_t(out_stride)), d_s2(d, n * 4);
   d_q2.fill(kPoison), d_s2.fill(kPoison);
@@ -282,13 +289,13 @@ TEST_CASE("standalone kernels on strided views and padded outputs match the refe
   using L = ScaleLayout;
   Context& ctx = gpu_context();
   check_strided(ctx, EpilogueMode{Quant::none, Norm::rms}, 129, 2880, DType::bf16, 3072);
-  check_strided(ctx, EpilogueMode{Quant::fp8_mirror, Norm::gemma}, 1000, 5120, DType::f16, 5376);
+  check_strided(ctx, test::mode_of(test::mirror(Quant::fp8), Norm::gemma), 1000, 5120, DType::f16, 5376);
   check_strided(ctx, EpilogueMode{Quant::fp8, Norm::rms}, 7, 7168, DType::bf16, 0);
-  check_strided(ctx, EpilogueMode{Quant::fp8_group_mirror, Norm::rms, 128, F::e8m0, L::column_major}, 129, 7168,
+  check_strided(ctx, test::mode_of(test::mirror(Quant::fp8_group), Norm::rms, 128, F::e8m0, L::column_major), 129, 7168,
                 DType::bf16, 0);
-  check_strided(ctx, EpilogueMode{Quant::fp8_group_mirror, Norm::gemma, 64, F::f32, L::row_major}, 7, 2880, DType::f16,
-                0);
-  check_strided(ctx, EpilogueMode{Quant::mxfp4_mirror, Norm::rms}, 1000, 2880, DType::bf16, 0);
+  check_strided(ctx, test::mode_of(test::mirror(Quant::fp8_group), Norm::gemma, 64, F::f32, L::row_major), 7, 2880,
+                DType::f16, 0);
+  check_strided(ctx, test::mode_of(test::mirror(Quant::mxfp4), Norm::rms), 1000, 2880, DType::bf16, 0);
 }
 
 TEST_CASE("rmsnorm_quant block-scaled modes match the reference bit for bit", "[gpu][epilogue][quant]") {
@@ -296,14 +303,14 @@ TEST_CASE("rmsnorm_quant block-scaled modes match the reference bit for bit", "[
   const auto shape = GENERATE(std::pair<int, int>{1, 7168}, std::pair<int, int>{9, 2880}, std::pair<int, int>{33, 8192},
                               std::pair<int, int>{513, 7168}, std::pair<int, int>{2517, 6144});
   const Norm norm = shape.first % 2 == 1 ? Norm::gemma : Norm::rms;
-  for (Quant quant : {Quant::mxfp4, Quant::mxfp4_mirror}) {
+  for (test::QuantCase quant : {test::QuantCase(Quant::mxfp4), test::mirror(Quant::mxfp4)}) {
     check_block_scaled(gpu_context(),
                        {shape.first, shape.second, dtype, quant, norm, 0, ScaleFormat::f32, ScaleLayout::row_major});
   }
   // Every group size, scale format and layout on the small shapes; two of them on the large ones
   // (the reference model of a 2517-row call takes seconds).
   const bool small = shape.first < 100;
-  for (Quant quant : {Quant::fp8_group, Quant::fp8_group_mirror}) {
+  for (test::QuantCase quant : {test::QuantCase(Quant::fp8_group), test::mirror(Quant::fp8_group)}) {
     for (int group : {32, 64, 128}) {
       if (shape.second % group != 0) continue;
       for (ScaleFormat format : all_scale_formats()) {
@@ -324,10 +331,10 @@ TEST_CASE("rmsnorm_quant static FP8 and NVFP4 match the reference bit for bit", 
   const int hidden = GENERATE(2880, 5120, 7168);
   const Norm norm = tokens % 2 == 1 ? Norm::gemma : Norm::rms;
   using L = ScaleLayout;
-  for (Quant quant : {Quant::fp8_static, Quant::fp8_static_mirror}) {
+  for (test::QuantCase quant : {test::QuantCase(Quant::fp8_static), test::mirror(Quant::fp8_static)}) {
     check_block_scaled(gpu_context(), {tokens, hidden, dtype, quant, norm, 0, ScaleFormat::f32, L::row_major});
   }
-  for (Quant quant : {Quant::nvfp4, Quant::nvfp4_mirror}) {
+  for (test::QuantCase quant : {test::QuantCase(Quant::nvfp4), test::mirror(Quant::nvfp4)}) {
     for (L layout : {L::row_major, L::swizzled_128x4}) {
       check_block_scaled(gpu_context(), {tokens, hidden, dtype, quant, norm, 0, ScaleFormat::f32, layout});
     }
@@ -336,7 +343,7 @@ TEST_CASE("rmsnorm_quant static FP8 and NVFP4 match the reference bit for bit", 
 
 TEST_CASE("rmsnorm_quant matches the reference bit for bit", "[gpu][epilogue]") {
   const DType dtype = GENERATE(DType::f16, DType::bf16);
-  const Quant quant = GENERATE(Quant::none, Quant::fp8, Quant::fp8_mirror);
+  const test::QuantCase quant = GENERATE(as<test::QuantCase>{}, Quant::none, Quant::fp8, test::mirror(Quant::fp8));
   const Norm norm = GENERATE(Norm::rms, Norm::gemma);
   const auto shape =
       GENERATE(std::pair<int, int>{1, 2880}, std::pair<int, int>{7, 5120}, std::pair<int, int>{513, 2880},
@@ -351,7 +358,7 @@ TEST_CASE("rmsnorm_quant matches the reference bit for bit", "[gpu][epilogue]") 
 // Programmatic dependent launch: a producer kernel writes the input and lets the next kernel
 // start early; each arfuse kernel must wait for it before reading (poisoned inputs otherwise).
 TEST_CASE("programmatic launches of rmsnorm_quant and token_quant wait for what they read", "[gpu][epilogue][pdl]") {
-  const Quant quant = GENERATE(Quant::none, Quant::fp8, Quant::fp8_mirror);
+  const test::QuantCase quant = GENERATE(as<test::QuantCase>{}, Quant::none, Quant::fp8, test::mirror(Quant::fp8));
   const auto shape =
       GENERATE(std::pair<int, int>{1, 6144}, std::pair<int, int>{33, 8192}, std::pair<int, int>{2517, 6144});
   check_rmsnorm_quant(gpu_context(),
@@ -375,14 +382,15 @@ TEST_CASE("a graph of producer, programmatic rmsnorm_quant and group_quant repla
   RmsnormQuantArgs args;
   args.input = d_in.get(), args.residual_in = d_res.get(), args.residual_out = d_res_out.get();
   args.weight = d_weight.get(), args.out = d_out.get(), args.scales = d_scales.get(), args.mirror = d_mirror.get();
-  args.tokens = tokens, args.hidden = hidden, args.mode.quant = Quant::fp8_group_mirror, args.mode.group_size = group;
+  args.tokens = tokens, args.hidden = hidden, args.mode.quant = Quant::fp8_group, args.mode.mirror = true,
+  args.mode.group_size = group;
   args.pdl = true;
   GroupQuantArgs gq;
   gq.input = d_mirror.get(), gq.out = d_q2.get(), gq.scales = d_s2.get(), gq.tokens = tokens, gq.hidden = hidden;
   gq.mode.group_size = group, gq.pdl = true;
   // Loaded before the capture: a module load is no stream work.
   load_kernel(ctx, spec_for(ctx, Module::rmsnorm_quant, hidden, DType::bf16,
-                            EpilogueMode{Quant::fp8_group_mirror, Norm::rms, group}));
+                            test::mode_of(test::mirror(Quant::fp8_group), Norm::rms, group)));
   load_kernel(
       ctx, spec_for(ctx, Module::group_quant, hidden, DType::bf16, EpilogueMode{Quant::fp8_group, Norm::rms, group}));
   Graph graph(stream, [&] {
@@ -393,8 +401,8 @@ TEST_CASE("a graph of producer, programmatic rmsnorm_quant and group_quant repla
   for (int replay = 0; replay < 3; ++replay) {
     CAPTURE(replay);
     const Bits16 ar = test::random_tensor(rng, n, DType::bf16);
-    reference::EpilogueConfig config{hidden, DType::bf16, EpilogueMode{Quant::fp8_group_mirror, Norm::rms}, 1e-6f,
-                                     ctx.device().target()};
+    reference::EpilogueConfig config{hidden, DType::bf16, test::mode_of(test::mirror(Quant::fp8_group), Norm::rms),
+                                     1e-6f, ctx.device().target()};
     config.mode.group_size = group;
     const auto expected = reference::epilogue(config, tokens, ar, residual, weight);
     d_source.upload(ar);
@@ -409,13 +417,13 @@ TEST_CASE("a graph of producer, programmatic rmsnorm_quant and group_quant repla
 
 TEST_CASE("rmsnorm_quant: more rows than resident blocks, and in place", "[gpu][epilogue]") {
   const bool in_place = GENERATE(false, true);
-  const Quant quant = GENERATE(Quant::fp8, Quant::fp8_mirror, Quant::none);
+  const test::QuantCase quant = GENERATE(as<test::QuantCase>{}, Quant::fp8, test::mirror(Quant::fp8), Quant::none);
   const auto shape = GENERATE(std::pair<int, int>{600, 8192}, std::pair<int, int>{2517, 6144},
                               std::pair<int, int>{1001, 5120}, std::pair<int, int>{777, 7176});
   Context& ctx = gpu_context();
   const EpilogueCase c{shape.first, shape.second, DType::bf16, quant, Norm::gemma, in_place};
   const auto& kernel =
-      load_kernel(ctx, spec_for(ctx, Module::rmsnorm_quant, c.hidden, c.dtype, EpilogueMode{c.quant, c.norm}));
+      load_kernel(ctx, spec_for(ctx, Module::rmsnorm_quant, c.hidden, c.dtype, test::mode_of(c.quant, c.norm)));
   REQUIRE(c.tokens > kernel.max_blocks_per_multiprocessor * ctx.device().multiprocessors());
   check_rmsnorm_quant(ctx, c);
 }

@@ -14,12 +14,12 @@ namespace arfuse::test {
 
 const std::vector<ProcessCase>& process_cases() {
   static const std::vector<ProcessCase> cases = {
-      {12, 6144, DType::bf16, Quant::fp8_mirror, Norm::rms, 1, false},
-      {513, 6144, DType::bf16, Quant::fp8, Norm::gemma, 2, false},
-      {7, 2880, DType::f16, Quant::none, Norm::rms, 1, false},
-      {300, 5120, DType::f16, Quant::fp8_mirror, Norm::gemma, 2, false},
-      {513, 6176, DType::bf16, Quant::none, Norm::rms, 1, true},
-      {33, 8192, DType::f16, Quant::none, Norm::rms, 2, true},
+      {12, 6144, DType::bf16, Quant::fp8, true, Norm::rms, 1, false},
+      {513, 6144, DType::bf16, Quant::fp8, false, Norm::gemma, 2, false},
+      {7, 2880, DType::f16, Quant::none, false, Norm::rms, 1, false},
+      {300, 5120, DType::f16, Quant::fp8, true, Norm::gemma, 2, false},
+      {513, 6176, DType::bf16, Quant::none, false, Norm::rms, 1, true},
+      {33, 8192, DType::f16, Quant::none, false, Norm::rms, 2, true},
   };
   return cases;
 }
@@ -63,14 +63,14 @@ std::string expected_blob(unsigned seed, int case_index, int world) {
     return blob;
   }
   const auto shared = case_inputs(seed, case_index, 0);
-  reference::EpilogueConfig config{c.hidden, c.dtype, EpilogueMode{c.quant, c.norm}, 1e-6f, Target::parse("sm_90")};
+  reference::EpilogueConfig config{c.hidden, c.dtype, mode_of(c), 1e-6f, Target::parse("sm_90")};
   const auto e = reference::epilogue(config, c.tokens, sum, shared.residual, shared.weight);
   append(blob, e.residual_out);
   if (c.quant == Quant::none)
     append(blob, e.out);
   else
     append(blob, e.q), append(blob, e.scales);
-  if (c.quant == Quant::fp8_mirror) append(blob, e.mirror);
+  if (c.mirror) append(blob, e.mirror);
   return blob;
 }
 
@@ -108,7 +108,7 @@ std::string download_blob(const ProcessCase& c, const CaseBuffers& b) {
     append(blob, b.out.download<std::uint16_t>(n));
   else
     append(blob, b.out.download<std::uint8_t>(n)), append(blob, b.scales.download<float>(std::size_t(c.tokens)));
-  if (c.quant == Quant::fp8_mirror) append(blob, b.mirror.download<std::uint16_t>(n));
+  if (c.mirror) append(blob, b.mirror.download<std::uint16_t>(n));
   return blob;
 }
 
@@ -123,7 +123,7 @@ void launch_case(Rank& me, const ProcessCase& c, const CaseBuffers& b, const Str
   a.input = b.input.get(), a.residual_in = b.residual.get(), a.residual_out = b.residual_out.get();
   a.weight = b.weight.get(), a.out = b.out.get(), a.scales = static_cast<float*>(b.scales.get());
   a.mirror = b.mirror.get(), a.tokens = c.tokens, a.hidden = c.hidden, a.dtype = c.dtype;
-  a.mode = EpilogueMode{c.quant, c.norm};
+  a.mode = mode_of(c);
   me.allreduce_rmsnorm(a, stream);
 }
 
@@ -147,7 +147,7 @@ int run_rank(std::shared_ptr<Bootstrap> bootstrap, const RankRun& run) {
     std::vector<std::unique_ptr<CaseBuffers>> buffers;
     for (int ci = 0; ci < int(cases.size()); ++ci) {
       const auto& c = cases[size_t(ci)];
-      me.prepare(c.hidden, c.dtype, EpilogueMode{c.quant, c.norm});
+      me.prepare(c.hidden, c.dtype, mode_of(c));
       buffers.push_back(std::make_unique<CaseBuffers>(me.device()));
       buffers.back()->prepare(run.seed, ci, run.rank);
     }

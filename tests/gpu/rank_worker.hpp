@@ -21,12 +21,16 @@ struct ProcessCase {
   int tokens, hidden;
   DType dtype;
   Quant quant;
+  bool mirror;  // also write y in T
   Norm norm;
   int stage;
   bool plain;  // the plain all-reduce, no epilogue
 };
 
 const std::vector<ProcessCase>& process_cases();
+inline EpilogueMode mode_of(const ProcessCase& c) {
+  return EpilogueMode{c.quant, c.norm, 128, ScaleFormat::f32, ScaleLayout::row_major, c.mirror};
+}
 constexpr int kProcessMaxTokens = 513;
 constexpr int kProcessMaxHidden = 8192;
 

@@ -39,8 +39,9 @@ def test_peer_timeout_and_call_mismatch_carry_the_ranks():
 
 
 def test_specs_parse_and_bad_fields_are_named():
-    spec = arfuse.parse_spec("fused_ar/h6144/bf16/fp8_mirror/gemma/w4/s2/sm_90")
+    spec = arfuse.parse_spec("fused_ar/h6144/bf16/fp8/mirror/gemma/w4/s2/sm_90")
     assert spec["module"] == "fused_ar" and spec["hidden"] == 6144 and spec["world"] == 4 and spec["stage"] == 2
+    assert spec["quant"] == "fp8" and spec["mirror"] is True
     with pytest.raises(arfuse.Error, match="hidden"):
         arfuse.parse_spec("rmsnorm_quant/h6145/bf16/fp8/rms/sm_90")
     with pytest.raises(arfuse.Error, match="world size 9"):
@@ -49,21 +50,26 @@ def test_specs_parse_and_bad_fields_are_named():
 
 def test_check_mode_accepts_the_calls_modes_and_names_what_is_wrong():
     check = arfuse._arfuse.check_mode
-    for quant in ["none", "fp8", "fp8_mirror", "mxfp4", "mxfp4_mirror"]:
-        check(quant, "rms", 0, "f32", "row_major", 96)  # the group is only checked for fp8_group
+    for quant in ["fp8", "mxfp4"]:
+        for mirror in [False, True]:
+            check(quant, "rms", 0, "f32", "row_major", mirror, 96)  # the group is only checked for fp8_group
+    check("none", "rms", 0, "f32", "row_major", False, 96)
     for group in [32, 64, 128]:
-        check("fp8_group_mirror", "gemma", group, "e8m0", "column_major", 256)
-    bad = [(("int8", "rms", 128, "f32", "row_major", 256), "quant mode 'int8'"),
-           (("fp8", "layer", 128, "f32", "row_major", 256), "norm mode 'layer'"),
-           (("fp8_group", "rms", 128, "f16", "row_major", 256), "scale format 'f16'"),
-           (("fp8_group", "rms", 128, "f32", "rows", 256), "scale layout 'rows'"),
-           (("fp8_group", "rms", 48, "f32", "row_major", 256), "group size 48 is not supported"),
-           (("fp8_group", "rms", 128, "f32", "row_major", 96), "group size 128 does not divide hidden size 96"),
-           (("mxfp4", "rms", 128, "f32", "column_major", 256), "scale_layout must be row_major"),
-           (("mxfp4", "rms", 128, "f32", "row_major", 48), "divisible by 32, not 48"),
-           (("nvfp4", "rms", 128, "f32", "row_major", 40), "divisible by 16, not 40"),
-           (("nvfp4", "rms", 128, "f32", "column_major", 256), "column_major is not an nvfp4 layout"),
-           (("fp8", "rms", 128, "f32", "swizzled_128x4", 256), "swizzled_128x4 is NVFP4's")]
+        check("fp8_group", "gemma", group, "e8m0", "column_major", True, 256)
+    bad = [(("int8", "rms", 128, "f32", "row_major", False, 256), "quant mode 'int8'"),
+           (("fp8", "layer", 128, "f32", "row_major", False, 256), "norm mode 'layer'"),
+           (("fp8_group", "rms", 128, "f16", "row_major", False, 256), "scale format 'f16'"),
+           (("fp8_group", "rms", 128, "f32", "rows", False, 256), "scale layout 'rows'"),
+           (("fp8_group", "rms", 48, "f32", "row_major", False, 256), "group size 48 is not supported"),
+           (("fp8_group", "rms", 128, "f32", "row_major", False, 96), "group size 128 does not divide hidden size 96"),
+           (("mxfp4", "rms", 128, "f32", "column_major", False, 256),
+            "scale_layout column_major is not a layout quant mxfp4 takes: allowed is row_major"),
+           (("mxfp4", "rms", 128, "f32", "row_major", False, 48), "divisible by 32, not 48"),
+           (("nvfp4", "rms", 128, "f32", "row_major", False, 40), "divisible by 16, not 40"),
+           (("nvfp4", "rms", 128, "f32", "column_major", False, 256),
+            "scale_layout column_major is not a layout quant nvfp4 takes: allowed are row_major or swizzled_128x4"),
+           (("fp8", "rms", 128, "f32", "swizzled_128x4", False, 256), "swizzled_128x4 is not a layout quant fp8 takes"),
+           (("none", "rms", 128, "f32", "row_major", True, 256), "mirror is set with quant none")]
     for args, words in bad:
         with pytest.raises(arfuse.Error) as caught:
             check(*args)
@@ -72,18 +78,18 @@ def test_check_mode_accepts_the_calls_modes_and_names_what_is_wrong():
 
 def test_modes_are_the_names_the_calls_accept():
     modes = arfuse.modes()
-    assert modes["quant"] == ["none", "fp8", "fp8_mirror", "fp8_group", "fp8_group_mirror", "mxfp4", "mxfp4_mirror",
-                              "fp8_static", "fp8_static_mirror", "nvfp4", "nvfp4_mirror"]
+    assert modes["quant"] == ["none", "fp8", "fp8_group", "mxfp4", "fp8_static", "nvfp4"]
     assert modes["norm"] == ["rms", "gemma"]
     assert modes["scale_format"] == ["f32", "ue8m0_f32", "e8m0"]
     assert modes["scale_layout"] == ["row_major", "column_major", "swizzled_128x4"]
+    assert modes["reads_scale"] == ["fp8_static", "nvfp4"]
     check = arfuse._arfuse.check_mode
     for quant in modes["quant"]:
         for norm in modes["norm"]:
             for scale_format in modes["scale_format"]:
-                check(quant, norm, 32, scale_format, "row_major", 256)
+                check(quant, norm, 32, scale_format, "row_major", quant != "none", 256)
     for layout in modes["scale_layout"]:
-        check("nvfp4" if layout == "swizzled_128x4" else "fp8_group", "rms", 128, "f32", layout, 256)
+        check("nvfp4" if layout == "swizzled_128x4" else "fp8_group", "rms", 128, "f32", layout, False, 256)
 
 
 def test_settings_list_every_arfuse_variable():

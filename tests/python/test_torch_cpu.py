@@ -28,28 +28,38 @@ def handle():
     arfuse._arfuse.release_handle(h)
 
 
+def named(quant):
+    """A mode as these tests label it, "fp8" or "fp8+mirror": (quant, mirror)."""
+    name, _, extra = quant.partition("+")
+    return name, extra == "mirror"
+
+
 class _Ops:
-    """The fused ops with mode names, raising arfuse's exceptions, as the Communicator calls them."""
+    """The fused ops with mode names ("fp8+mirror": fp8 with the mirror), raising arfuse's
+    exceptions, as the Communicator calls them."""
 
     @staticmethod
     def allreduce_rmsnorm(h, x, r, w, eps, quant, norm, group_size=128, scale_format="f32", scale_layout="row_major",
                           pdl=False, pad_to_multiple=0, scale=None):
-        return aft._fused(h, x, r, w, eps, quant, norm, group_size, scale_format, scale_layout, pdl, pad_to_multiple,
-                          scale, in_place=False)
+        name, mirror = named(quant)
+        return aft._fused(h, x, r, w, eps, name, norm, group_size, scale_format, scale_layout, mirror, pdl,
+                          pad_to_multiple, scale, in_place=False)
 
     @staticmethod
     def allreduce_rmsnorm_inplace(h, x, r, w, eps, quant, norm, group_size=128, scale_format="f32",
                                   scale_layout="row_major", pdl=False, pad_to_multiple=0, scale=None):
-        return aft._fused(h, x, r, w, eps, quant, norm, group_size, scale_format, scale_layout, pdl, pad_to_multiple,
-                          scale, in_place=True)
+        name, mirror = named(quant)
+        return aft._fused(h, x, r, w, eps, name, norm, group_size, scale_format, scale_layout, mirror, pdl,
+                          pad_to_multiple, scale, in_place=True)
 
     @staticmethod
     def allreduce(h, x, pdl=False):
         return aft._allreduce(h, x, pdl)
 
     @staticmethod
-    def rmsnorm_quant(x, r, w, eps, quant, norm, *rest, **kwargs):
-        return aft.rmsnorm_quant(x, r, w, eps, quant, norm, *rest, **kwargs)
+    def rmsnorm_quant(x, r, w, eps, quant, norm, **kwargs):
+        name, mirror = named(quant)
+        return aft.rmsnorm_quant(x, r, w, eps, name, norm, mirror=mirror, **kwargs)
 
 
 ops = _Ops()
@@ -68,7 +78,7 @@ def test_import_does_not_need_a_gpu_and_registers_the_ops():
     assert "!" not in str(torch.ops.arfuse.allreduce_rmsnorm.default._schema)
 
 
-@pytest.mark.parametrize("quant", ["none", "fp8", "fp8_mirror"])
+@pytest.mark.parametrize("quant", ["none", "fp8", "fp8+mirror"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_fake_outputs(handle, quant, dtype):
     with FakeTensorMode():
@@ -79,7 +89,7 @@ def test_fake_outputs(handle, quant, dtype):
             assert out.dtype == dtype and scales.shape == (0,)
         else:
             assert out.dtype == torch.float8_e4m3fn and scales.shape == (7,) and scales.dtype == torch.float32
-        assert mirror.shape == ((7, 128) if quant == "fp8_mirror" else (0,))
+        assert mirror.shape == ((7, 128) if quant == "fp8+mirror" else (0,))
         outs = ops.allreduce_rmsnorm_inplace(handle, x, r, w, 1e-6, quant, "gemma")
         assert [o.shape for o in outs] == [out.shape, scales.shape, mirror.shape]
         assert ops.allreduce(handle, x).shape == (7, 128)
@@ -107,7 +117,7 @@ def test_every_op_takes_pdl(handle):
 def test_fake_outputs_of_group_fp8(handle, group, scale_format, layout):
     with FakeTensorMode():
         x, r, w = tensors(7, 256)
-        out, res, scales, mirror = ops.allreduce_rmsnorm(handle, x, r, w, 1e-6, "fp8_group_mirror", "rms",
+        out, res, scales, mirror = ops.allreduce_rmsnorm(handle, x, r, w, 1e-6, "fp8_group+mirror", "rms",
                                                                       group, scale_format, layout)
         assert out.shape == (7, 256) and out.dtype == torch.float8_e4m3fn
         assert scales.shape == ((7, 256 // group) if layout == "row_major" else (256 // group, 7))
@@ -122,7 +132,7 @@ def test_fake_outputs_of_mxfp4(handle):
         assert out.shape == (5, 48) and out.dtype == torch.uint8  # two E2M1 codes per byte
         assert scales.shape == (5, 3) and scales.dtype == torch.uint8
         assert mirror.shape == (0,)
-        standalone = aft.rmsnorm_quant(x, r, w, quant="mxfp4_mirror")
+        standalone = aft.rmsnorm_quant(x, r, w, quant="mxfp4", mirror=True)
         assert [tuple(t.shape) for t in standalone] == [(5, 48), (5, 96), (5, 3), (5, 96)]
 
 
@@ -133,7 +143,7 @@ def test_fake_outputs_of_group_quant():
         assert out.shape == (6, 256) and scales.shape == (4, 6) and scales.dtype == torch.uint8
         out, scales = aft.group_quant(y, "mxfp4")
         assert out.shape == (6, 128) and scales.shape == (6, 8)
-        with pytest.raises(arfuse.Error, match="group_quant takes fp8_group, mxfp4, fp8_static or nvfp4"):
+        with pytest.raises(arfuse.Error, match="group_quant takes fp8_group, mxfp4, fp8_static, nvfp4 without the mirror"):
             aft.group_quant(y, "fp8")
         with pytest.raises(arfuse.Error, match="group size 128 does not divide hidden size 96"):
             aft.group_quant(torch.empty(2, 96, dtype=torch.float16, device="cuda"), "fp8_group")
@@ -143,7 +153,7 @@ def test_fake_outputs_of_static_fp8_and_nvfp4(handle):
     with FakeTensorMode():
         x, r, w = tensors(5, 2064)  # 129 NVFP4 scale columns: the swizzled layout pads them to 132
         scale = torch.empty(1, dtype=torch.float32, device="cuda")
-        out, res, scales, mirror = ops.allreduce_rmsnorm(handle, x, r, w, 1e-6, "fp8_static_mirror",
+        out, res, scales, mirror = ops.allreduce_rmsnorm(handle, x, r, w, 1e-6, "fp8_static+mirror",
                                                                       "rms", scale=scale, pad_to_multiple=128)
         assert out.shape == (5, 2176) and out.dtype == torch.float8_e4m3fn and scales.shape == (0,)
         assert mirror.shape == (5, 2064)
@@ -151,7 +161,7 @@ def test_fake_outputs_of_static_fp8_and_nvfp4(handle):
                                                                          scale=scale)
         assert out.shape == (5, 1032) and out.dtype == torch.uint8
         assert scales.shape == (5, 129) and scales.dtype == torch.uint8 and mirror.shape == (0,)
-        swizzled = aft.rmsnorm_quant(x, r, w, quant="nvfp4_mirror", scale_layout="swizzled_128x4", scale=scale)
+        swizzled = aft.rmsnorm_quant(x, r, w, quant="nvfp4", mirror=True, scale_layout="swizzled_128x4", scale=scale)
         assert [tuple(t.shape) for t in swizzled] == [(5, 1032), (5, 2064), (128, 132), (5, 2064)]
         y = torch.empty(3, 4, 256, dtype=torch.bfloat16, device="cuda")
         q, s = aft.group_quant(y, "nvfp4", scale_layout="swizzled_128x4", scale=scale)
@@ -164,7 +174,7 @@ def test_fake_outputs_of_static_fp8_and_nvfp4(handle):
             aft.rmsnorm_quant(x, r, w, quant="fp8", scale=scale)
         with pytest.raises(arfuse.Error, match="one float32 element"):
             aft.rmsnorm_quant(x, r, w, quant="fp8_static", scale=torch.empty(2, dtype=torch.float32, device="cuda"))
-        with pytest.raises(arfuse.Error, match="column_major is not an nvfp4 layout"):
+        with pytest.raises(arfuse.Error, match="column_major is not a layout quant nvfp4 takes"):
             aft.rmsnorm_quant(x, r, w, quant="nvfp4", scale_layout="column_major", scale=scale)
         with pytest.raises(arfuse.Error, match="pads out, which quant nvfp4 does not take"):
             aft.rmsnorm_quant(x, r, w, quant="nvfp4", scale=scale, pad_to_multiple=128)
@@ -205,7 +215,7 @@ def bad_calls():
         ("scale layout", lambda h, x, r, w: op(h, x, r, w, 1e-6, "fp8_group", "rms", 64, "f32", "rows"),
          "scale layout 'rows'"),
         ("mxfp4 layout", lambda h, x, r, w: op(h, x, r, w, 1e-6, "mxfp4", "rms", 128, "f32", "column_major"),
-         "must be row_major"),
+         "column_major is not a layout quant mxfp4 takes: allowed is row_major"),
         ("mxfp4 hidden", lambda h, x, r, w: op(h, x[:, :48].contiguous(), r[:, :48].contiguous(), w[:48], 1e-6, "mxfp4", "rms"),
          "divisible by 32"),
         ("plain all-reduce", lambda h, x, r, w: ops.allreduce(h, x[0]), "2 dimensions or more"),
@@ -228,7 +238,7 @@ def test_fake_outputs_of_views_keep_the_leading_shape(handle):
         wide = torch.empty(2, 3, 160, dtype=torch.bfloat16, device="cuda")
         x, r = wide[..., :128], wide[..., 16:144]  # rows 160 elements apart
         w = torch.empty(128, dtype=torch.bfloat16, device="cuda")
-        out, res, scales, mirror = ops.allreduce_rmsnorm(handle, x, r, w, 1e-6, "fp8_mirror", "rms")
+        out, res, scales, mirror = ops.allreduce_rmsnorm(handle, x, r, w, 1e-6, "fp8+mirror", "rms")
         assert out.shape == (2, 3, 128) and res.shape == (2, 3, 128) and res.is_contiguous()
         assert scales.shape == (2, 3) and mirror.shape == (2, 3, 128)
         out, scales, _ = ops.allreduce_rmsnorm_inplace(handle, x, r, w, 1e-6, "fp8", "rms", 128, "f32",
@@ -328,13 +338,14 @@ def meta_tensors(tokens=6, hidden=256, dtype=torch.bfloat16):
     return x, torch.randn(tokens, hidden, dtype=dtype, device="meta"), torch.randn(hidden, dtype=dtype, device="meta")
 
 
-@pytest.mark.parametrize("quant", ["fp8", "fp8_group_mirror", "nvfp4", "none"])
+@pytest.mark.parametrize("quant", ["fp8", "fp8_group+mirror", "nvfp4", "none"])
 def test_opcheck_of_every_op_on_its_meta_kernels(handle, quant):
     """Schema (mutations, aliasing), fake tensors, and AOT dispatch with static and dynamic shapes;
     the CUDA kernels are opchecked by the GPU tests."""
     x, r, w = meta_tensors()
     scale = torch.ones(1, dtype=torch.float32, device="meta") if quant == "nvfp4" else None
-    mode = aft.mode_code(quant, "rms", 64)
+    name, mirror = named(quant)
+    mode = aft.mode_code(name, "rms", 64, mirror=mirror)
     ops_ = torch.ops.arfuse
     torch.library.opcheck(ops_.allreduce_rmsnorm.default, (handle, x, r, w, 1e-6, mode, False, 0, scale))
     torch.library.opcheck(ops_.allreduce_rmsnorm_inplace.default, (handle, x, r, w, 1e-6, mode, False, 0, scale))

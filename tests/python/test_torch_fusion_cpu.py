@@ -108,6 +108,17 @@ class Block(torch.nn.Module):
         elif self.quant == "dynamic":
             scale = y.float().abs().amax(-1, keepdim=True) / 448.0
             outputs += [(y.float() / scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn), scale]
+        elif self.quant is not None and self.quant.startswith("group"):
+            # DeepSeek's per_token_group_quant_fp8: "group<G>", with "+eps" its amax clamped below.
+            size = int(self.quant[5:].split("+")[0])
+            t = y.float()
+            grouped = t.view(*t.shape[:-1], t.shape[-1] // size, size)
+            amax = grouped.abs().amax(-1, keepdim=True)
+            if self.quant.endswith("+eps"):
+                amax = amax.clamp(min=1e-10)
+            scale = amax / 448.0
+            q = (grouped / scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+            outputs += [q.view(t.shape), scale.squeeze(-1)]
         if self.quant is None or self.keep_y:
             outputs.append(self.down(y))
         return tuple(outputs)
@@ -187,7 +198,8 @@ def test_fp8_quantisation_is_fused_and_y_kept_as_the_mirror(comm, quant, mode):
     assert (node.args[8] is not None) == (mode == "fp8_static")
     assert torch.ops.prims.convert_element_type.default not in targets(graph)  # no FP8 conversion left
     graph = compiled_graph(Block(quant=quant, keep_y=True), fusion.AllreduceRmsnormFusion(comm))
-    assert_fused(graph, (mode + "_mirror", "rms"))
+    node = assert_fused(graph)
+    assert node.args[5] == aft.mode_code(mode, "rms", mirror=True), node.args[5]
     # Without the quantisation: the norm alone, where the graph reads y in T (Inductor drops the
     # round trip through T when y is only widened again, and then there is no y to replace).
     graph = compiled_graph(Block(quant=quant), fusion.AllreduceRmsnormFusion(comm, quant=False))
@@ -195,6 +207,28 @@ def test_fp8_quantisation_is_fused_and_y_kept_as_the_mirror(comm, quant, mode):
         assert_fused(graph, ("none", "rms"))
     else:
         assert quant == "static" or quant == "static_inverse"
+
+
+@pytest.mark.parametrize("quant", ["group128", "group64+eps", "group32"])
+def test_per_token_group_fp8_is_fused(comm, quant):
+    size = int(quant[5:].split("+")[0])
+    graph = compiled_graph(Block(quant=quant), fusion.AllreduceRmsnormFusion(comm), tokens=(2, 3))
+    node = assert_fused(graph, ("fp8_group", "rms", size))
+    assert node.args[8] is None
+    found = targets(graph)
+    for gone in (torch.ops.prims.convert_element_type.default, torch.ops.aten.amax.default,
+                 torch.ops.aten.abs.default):
+        assert gone not in found, (gone, graph)
+    graph = compiled_graph(Block(quant=quant, keep_y=True), fusion.AllreduceRmsnormFusion(comm))
+    node = assert_fused(graph)
+    assert node.args[5] == aft.mode_code("fp8_group", "rms", size, mirror=True), node.args[5]
+
+
+def test_a_group_size_fp8_group_does_not_take_is_not_fused_as_one(comm):
+    graph = compiled_graph(Block(quant="group16"), fusion.AllreduceRmsnormFusion(comm))
+    group_modes = {aft.mode_code("fp8_group", "rms", g, mirror=m) for g in (32, 64, 128) for m in (False, True)}
+    assert not [n for n in graph.nodes if n.target == FUSED and n.args[5] in group_modes], str(graph)
+    assert torch.ops.aten.amax.default in targets(graph)  # the group quantisation stays as it was
 
 
 def test_an_engines_own_all_reduce_op(comm):

@@ -27,7 +27,13 @@ pytestmark = [
 MAX_TOKENS, MAX_HIDDEN = 256, 8192
 # (tokens, hidden, dtype, norm): odd token counts, a hidden size that is not a power of two.
 SHAPES = [(1, 4096, torch.bfloat16, "rms"), (7, 2880, torch.float16, "gemma"), (129, 8192, torch.bfloat16, "gemma")]
-QUANTS = ("none", "fp8", "fp8_mirror")
+QUANTS = ("none", "fp8", "fp8+mirror")  # "+mirror": the mode with the mirror output
+
+
+def named(quant):
+    """(quant, mirror) of a QUANTS label."""
+    name, _, extra = quant.partition("+")
+    return name, extra == "mirror"
 
 
 # -- the reference, in torch ------------------------------------------------------------------
@@ -120,14 +126,15 @@ def virtual_group_outputs(aft, world, xs, residual, weight, eps, quant, norm, st
     comms = aft.local_communicators([0] * world, max_tokens=MAX_TOKENS, max_hidden=MAX_HIDDEN, timeout=20.0)
     try:
         comms[0].force_stage(stage)
+        name, mirror = named(quant)
         for c in comms:
-            c.prepare(xs[0].shape[1], xs[0].dtype, quant, norm)
+            c.prepare(xs[0].shape[1], xs[0].dtype, name, norm, mirror=mirror)
         streams = [torch.cuda.Stream() for _ in comms]
         outs = []
         for c, s, x in zip(comms, streams, xs):
             s.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(s):
-                outs.append(c.allreduce_rmsnorm(x, residual, weight, eps, quant, norm))
+                outs.append(c.allreduce_rmsnorm(x, residual, weight, eps, name, norm, mirror=mirror))
         torch.cuda.synchronize()
         comms[0].check()
         return outs
@@ -139,13 +146,14 @@ def numerics(dist, aft, comm, rank, world, seed):
     eps = 1e-6
     for case, (tokens, hidden, dtype, norm) in enumerate(SHAPES):
         for quant in QUANTS:
-            comm.prepare(hidden, dtype, quant, norm)
+            name, mirror = named(quant)
+            comm.prepare(hidden, dtype, name, norm, mirror=mirror)
         comm.prepare(hidden, dtype, "none", "rms")
-        comm.prepare(hidden, dtype, "fp8_group_mirror", norm, group_size=64, scale_format="e8m0")
+        comm.prepare(hidden, dtype, "fp8_group", norm, group_size=64, scale_format="e8m0", mirror=True)
         comm.prepare(hidden, dtype, "fp8_group", norm, group_size=32, scale_format="ue8m0_f32")
-        comm.prepare(hidden, dtype, "mxfp4_mirror", norm)
-        for quant in ("fp8_static_mirror", "nvfp4_mirror", "nvfp4"):
-            comm.prepare(hidden, dtype, quant, norm)
+        comm.prepare(hidden, dtype, "mxfp4", norm, mirror=True)
+        for quant, mirror in (("fp8_static", True), ("nvfp4", True), ("nvfp4", False)):
+            comm.prepare(hidden, dtype, quant, norm, mirror=mirror)
         for stage in (1, 2):
             comm.force_stage(stage)
             xs, residual_cpu, weight_cpu = rank_inputs(seed + 100 * case + stage, world, tokens, hidden, dtype)
@@ -161,21 +169,23 @@ def numerics(dist, aft, comm, rank, world, seed):
 
             outputs = {}
             for quant in QUANTS:
-                out, residual_out, scales, mirror = comm.allreduce_rmsnorm(x, residual, weight, eps, quant, norm)
+                name, with_mirror = named(quant)
+                out, residual_out, scales, mirror = comm.allreduce_rmsnorm(x, residual, weight, eps, name, norm,
+                                                                           mirror=with_mirror)
                 outputs[quant] = (out, residual_out, scales, mirror)
                 what = f"{quant} {where}"
                 assert_same_bytes(residual_out, res, f"residual_out {what}")
                 if quant == "none":
                     torch.testing.assert_close(out.float(), reference_norm(res, weight, eps, norm).to(dtype).float(),
                                                rtol=2 ** -7, atol=1e-3)
-                if quant == "fp8_mirror":
+                if quant == "fp8+mirror":
                     assert_same_bytes(mirror, outputs["none"][0], f"mirror vs the unquantised output, {what}")
                     q, ref_scales = reference_fp8(mirror, comm.fp8_dtype)
                     assert_same_bytes(scales, ref_scales, f"scales given the mirror, {what}")
                     assert_same_bytes(out, q, f"FP8 bytes given the mirror, {what}")
-                    assert_same_bytes(out, outputs["fp8"][0], f"fp8 vs fp8_mirror output, {what}")
-                    assert_same_bytes(scales, outputs["fp8"][2], f"fp8 vs fp8_mirror scales, {what}")
-                standalone = aft.rmsnorm_quant(total, residual, weight, eps, quant, norm)
+                    assert_same_bytes(out, outputs["fp8"][0], f"fp8 vs fp8 with the mirror, output, {what}")
+                    assert_same_bytes(scales, outputs["fp8"][2], f"fp8 vs fp8 with the mirror, scales, {what}")
+                standalone = aft.rmsnorm_quant(total, residual, weight, eps, name, norm, mirror=with_mirror)
                 for name, a, b in zip(("out", "residual_out", "scales", "mirror"), standalone, outputs[quant]):
                     assert_same_bytes(b, a, f"{name}: fused vs rmsnorm_quant of the reference sum, {what}")
                 for name, t in zip(("out", "residual_out", "scales", "mirror"), outputs[quant]):
@@ -185,11 +195,12 @@ def numerics(dist, aft, comm, rank, world, seed):
             # reference sum, the mirror == the unquantised output, and the same bytes on every rank.
             static_scale = torch.tensor([0.0123], dtype=torch.float32, device=x.device)
             global_scale = torch.tensor([448.0 * 6.0 / 8.0], dtype=torch.float32, device=x.device)
-            for extra in (dict(quant="fp8_group_mirror", group_size=64, scale_format="e8m0", scale_layout="column_major"),
+            for extra in (dict(quant="fp8_group", group_size=64, scale_format="e8m0", scale_layout="column_major",
+                               mirror=True),
                           dict(quant="fp8_group", group_size=32, scale_format="ue8m0_f32", scale_layout="row_major"),
-                          dict(quant="mxfp4_mirror"),
-                          dict(quant="fp8_static_mirror", scale=static_scale),
-                          dict(quant="nvfp4_mirror", scale_layout="swizzled_128x4", scale=global_scale),
+                          dict(quant="mxfp4", mirror=True),
+                          dict(quant="fp8_static", scale=static_scale, mirror=True),
+                          dict(quant="nvfp4", scale_layout="swizzled_128x4", scale=global_scale, mirror=True),
                           dict(quant="nvfp4", scale=global_scale)):
                 what = f"{extra} {where}"
                 fused = comm.allreduce_rmsnorm(x, residual, weight, eps, norm=norm, **extra)
@@ -197,10 +208,10 @@ def numerics(dist, aft, comm, rank, world, seed):
                 for name, a, b in zip(("out", "residual_out", "scales", "mirror"), fused, alone):
                     assert_same_bytes(a, b, f"{name}: fused vs rmsnorm_quant of the reference sum, {what}")
                     same_on_every_rank(dist, a, f"{name} {what}")
-                if extra["quant"].endswith("_mirror"):  # group_quant of the mirror: the op's bytes
+                if extra.get("mirror"):  # group_quant of the mirror: the op's bytes
                     assert_same_bytes(fused[3], outputs["none"][0], f"mirror vs the unquantised output, {what}")
-                    settings = {k: v for k, v in extra.items() if k != "quant"}
-                    again = aft.group_quant(fused[3], extra["quant"].removesuffix("_mirror"), **settings)
+                    settings = {k: v for k, v in extra.items() if k not in ("quant", "mirror")}
+                    again = aft.group_quant(fused[3], extra["quant"], **settings)
                     assert_same_bytes(again[0], fused[0], f"group_quant(mirror) out, {what}")
                     assert_same_bytes(again[1], fused[2], f"group_quant(mirror) scales, {what}")
 
@@ -292,12 +303,14 @@ def compile_and_graph(dist, aft, comm, rank, world, seed):
 def opcheck(dist, aft, comm, rank, world, seed):
     tokens, hidden, dtype = 5, 2048, torch.float16
     for quant in QUANTS:
-        comm.prepare(hidden, dtype, quant, "rms")
+        name, mirror = named(quant)
+        comm.prepare(hidden, dtype, name, "rms", mirror=mirror)
     xs, residual, weight = rank_inputs(seed, world, tokens, hidden, dtype)
     x, residual, weight = xs[rank].cuda(), residual.cuda(), weight.cuda()
     ops = torch.ops.arfuse
     for quant in QUANTS:
-        mode = aft.mode_code(quant, "rms")
+        name, mirror = named(quant)
+        mode = aft.mode_code(name, "rms", mirror=mirror)
         torch.library.opcheck(ops.allreduce_rmsnorm.default, (comm.handle, x, residual, weight, 1e-6, mode))
         torch.library.opcheck(ops.allreduce_rmsnorm_inplace.default,
                               (comm.handle, x, residual.clone(), weight, 1e-6, mode))
@@ -350,8 +363,9 @@ def views(dist, aft, comm, rank, world, seed):
     view's rows changes."""
     batch, seq, hidden, dtype, eps = 3, 11, 2560, torch.bfloat16, 1e-6
     tokens, pad = batch * seq, 64
-    for quant in ("none", "fp8", "fp8_mirror", "fp8_group"):
-        comm.prepare(hidden, dtype, quant, "rms")
+    for quant in ("none", "fp8", "fp8+mirror", "fp8_group"):
+        name, mirror = named(quant)
+        comm.prepare(hidden, dtype, name, "rms", mirror=mirror)
     xs, residual_cpu, weight_cpu = rank_inputs(seed, world, tokens, hidden, dtype)
     x, residual, weight = xs[rank].cuda(), residual_cpu.cuda(), weight_cpu.cuda()
     wide_x = torch.randn(batch, seq, hidden + pad, device="cuda").to(dtype)
@@ -363,15 +377,16 @@ def views(dist, aft, comm, rank, world, seed):
     residual_nd = residual_view.view(batch, seq, hidden)  # the same rows, input's shape
     assert not x_view.is_contiguous() and not residual_nd.is_contiguous()
 
-    for quant in ("none", "fp8", "fp8_mirror", "fp8_group"):
+    for quant in ("none", "fp8", "fp8+mirror", "fp8_group"):
         where = f"{quant}"
-        want = comm.allreduce_rmsnorm(x, residual, weight, eps, quant, "rms")
-        got = comm.allreduce_rmsnorm(x_view, residual_nd, weight, eps, quant, "rms")
+        name, mirror = named(quant)
+        want = comm.allreduce_rmsnorm(x, residual, weight, eps, name, "rms", mirror=mirror)
+        got = comm.allreduce_rmsnorm(x_view, residual_nd, weight, eps, name, "rms", mirror=mirror)
         assert got[0].shape[:2] == (batch, seq) and got[1].shape == (batch, seq, hidden), [t.shape for t in got]
         for name, a, b in zip(("out", "residual_out", "scales", "mirror"), got, want):
             assert_same_bytes(a.reshape(-1), b.reshape(-1), f"{name}: strided N-d views vs contiguous, {where}")
-        alone = aft.rmsnorm_quant(x_view, residual_nd, weight, eps, quant, "rms")
-        alone_want = aft.rmsnorm_quant(x, residual, weight, eps, quant, "rms")
+        alone = aft.rmsnorm_quant(x_view, residual_nd, weight, eps, name, "rms", mirror=mirror)
+        alone_want = aft.rmsnorm_quant(x, residual, weight, eps, name, "rms", mirror=mirror)
         for name, a, b in zip(("out", "residual_out", "scales", "mirror"), alone, alone_want):
             assert_same_bytes(a.reshape(-1), b.reshape(-1), f"rmsnorm_quant {name}: views vs contiguous, {where}")
         if quant in ("none", "fp8"):
@@ -402,7 +417,7 @@ def views(dist, aft, comm, rank, world, seed):
     summed = comm.allreduce(x_view)
     assert summed.shape == (batch, seq, hidden)
     assert_same_bytes(summed.reshape(tokens, hidden), total, "allreduce of a strided N-d view")
-    mirror = comm.allreduce_rmsnorm(x, residual, weight, eps, "fp8_group_mirror", "rms")
+    mirror = comm.allreduce_rmsnorm(x, residual, weight, eps, "fp8_group", "rms", mirror=True)
     wide_mirror = torch.zeros(tokens, hidden + pad, dtype=dtype, device="cuda")
     wide_mirror[:, :hidden] = mirror[3]
     again = aft.group_quant(wide_mirror[:, :hidden], "fp8_group")

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "arfuse/runtime/device/device.hpp"
-#include "arfuse/runtime/launch.hpp"
+#include "arfuse/runtime/kernel_args.hpp"
 
 #include "support.hpp"
 
@@ -22,7 +22,7 @@ struct DeviceEpilogueBuffers {
 };
 
 // Reads back what the reference says the call wrote (out as T elements, FP8 or E2M1 bytes;
-// scales as fp32 values or E8M0 bytes; the mirror in the _mirror modes), rows `rows` apart (each
+// scales as fp32 values or E8M0 bytes; the mirror with mode.mirror), rows `rows` apart (each
 // row's gap checked by packed_rows: the padding zero, the rest untouched), and compares it.
 inline void require_device_epilogue(const DeviceEpilogueBuffers& device, const reference::EpilogueOutputs& want,
                                     const reference::EpilogueConfig& config, int tokens, const RowStrides& rows,
@@ -40,7 +40,7 @@ inline void require_device_epilogue(const DeviceEpilogueBuffers& device, const r
       packed_rows(device.out.download<std::uint8_t>(count * std::size_t(rows.out) * std::size_t(unit)), tokens,
                   out_row_bytes, rows.out * unit, mx ? out_row_bytes : rows.out_width * unit, who + " out");
   const auto scales = scale_bytes > 0 ? device.scales.download<std::uint8_t>(scale_bytes) : std::vector<std::uint8_t>();
-  const auto mirror = writes_mirror(config.mode.quant)
+  const auto mirror = config.mode.mirror
                           ? packed_rows(device.mirror.download<std::uint16_t>(count * std::size_t(rows.mirror)), tokens,
                                         hidden, rows.mirror, hidden, who + " mirror")
                           : std::vector<std::uint16_t>();

@@ -50,7 +50,7 @@ std::string amd_clang_missing() {
 }
 
 std::string libamdhip64_missing() {
-  if (arfuse::test::hip_over_cuda_requested()) return "the HIP backend is the HIP-over-CUDA adapter in this run";
+  if (arfuse::tools::hip_over_cuda_requested()) return "the HIP backend is the HIP-over-CUDA adapter in this run";
   try {
     arfuse::hip::bind_without_init();
     return "";
@@ -65,7 +65,7 @@ std::string gpu_present() {
 
 bool never() { return false; }
 bool always() { return true; }
-bool unless_adapter() { return !arfuse::test::hip_over_cuda_requested(); }
+bool unless_adapter() { return !arfuse::tools::hip_over_cuda_requested(); }
 
 const Requirement kRequirements[] = {
     {"root", never, root_missing},
@@ -102,9 +102,9 @@ std::string excluding(const std::string& filter, const std::string& exclusion) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // The [gpu] suites through the HIP backend on an NVIDIA GPU (tests/support/hip_over_cuda.hpp); rank
+  // The [gpu] suites through the HIP backend on an NVIDIA GPU (tools/hip_over_cuda/hip_over_cuda.hpp); rank
   // workers inherit the variable, so multi-process groups run through it too.
-  if (arfuse::test::hip_over_cuda_requested()) arfuse::test::install_hip_over_cuda();
+  if (arfuse::tools::hip_over_cuda_requested()) arfuse::tools::install_hip_over_cuda();
   if (argc > 1 && std::strcmp(argv[1], "--rank-worker") == 0) return arfuse::test::rank_worker_main(argc - 2, argv + 2);
   if (argc > 1 && std::strcmp(argv[1], "--static-group-exit") == 0) return arfuse::test::static_group_worker_main();
   Catch::Session session;

@@ -228,37 +228,30 @@ struct EpilogueBytes {
   const std::vector<std::uint16_t>& mirror;
 };
 
-// The mode that writes y beside q, and the one that does not (group_quant's).
-inline Quant with_mirror(Quant q) {
-  switch (q) {
-    case Quant::fp8: return Quant::fp8_mirror;
-    case Quant::fp8_group: return Quant::fp8_group_mirror;
-    case Quant::mxfp4: return Quant::mxfp4_mirror;
-    case Quant::fp8_static: return Quant::fp8_static_mirror;
-    case Quant::nvfp4: return Quant::nvfp4_mirror;
-    default: return q;
-  }
+// A quant mode and whether the call also writes the mirror, as the tests' case tables name
+// them: a Quant alone converts to the mode without the mirror; mirror(q) is it with the mirror.
+struct QuantCase {
+  Quant quant = Quant::none;
+  bool mirror = false;
+  QuantCase() = default;
+  QuantCase(Quant q, bool m = false) : quant(q), mirror(m) {}  // NOLINT(google-explicit-constructor)
+  bool operator==(const QuantCase& o) const { return quant == o.quant && mirror == o.mirror; }
+  bool operator!=(const QuantCase& o) const { return !(*this == o); }
+};
+inline QuantCase mirror(Quant q) { return QuantCase{q, true}; }
+inline EpilogueMode mode_of(const QuantCase& q, Norm norm, int group = 128, ScaleFormat format = ScaleFormat::f32,
+                            ScaleLayout layout = ScaleLayout::row_major) {
+  return EpilogueMode{q.quant, norm, group, format, layout, q.mirror};
 }
-inline Quant without_mirror(Quant q) {
-  switch (q) {
-    case Quant::fp8_mirror: return Quant::fp8;
-    case Quant::fp8_group_mirror: return Quant::fp8_group;
-    case Quant::mxfp4_mirror: return Quant::mxfp4;
-    case Quant::fp8_static_mirror: return Quant::fp8_static;
-    case Quant::nvfp4_mirror: return Quant::nvfp4;
-    default: return q;
-  }
-}
+inline std::string text(const QuantCase& q) { return std::string(to_string(q.quant)) + (q.mirror ? "+mirror" : ""); }
 
-inline std::string fp4_or_fp8_name(Quant quant) {
-  return is_mxfp4(quant) ? "mxfp4" : is_nvfp4(quant) ? "nvfp4" : "fp8";
-}
+inline std::string fp4_or_fp8_name(Quant quant) { return packs_fp4(quant) ? to_string(quant) : "fp8"; }
 
 // The scale value a test passes for the modes that read one: fp8_static's scale puts typical
 // rows well inside the FP8 range and saturates the large ones; nvfp4's global scale is the usual
 // 448 * 6 / amax for an amax of 8.
 inline float test_quant_scale(Quant quant) {
-  return is_nvfp4(quant) ? 448.0f * 6.0f / 8.0f : is_static_fp8(quant) ? 0.0123f : 1.0f;
+  return quant == Quant::nvfp4 ? 448.0f * 6.0f / 8.0f : quant == Quant::fp8_static ? 0.0123f : 1.0f;
 }
 
 inline void require_epilogue_bytes(const EpilogueBytes& got, const reference::EpilogueOutputs& want,
@@ -280,7 +273,7 @@ inline void require_epilogue_bytes(const EpilogueBytes& got, const reference::Ep
     const std::size_t count = want.scale_bytes.size();
     REQUIRE(got.scales.size() >= count);
     require_bits_equal(std::vector<std::uint8_t>(got.scales.begin(), got.scales.begin() + long(count)),
-                       want.scale_bytes, at + (is_nvfp4(config.mode.quant) ? "E4M3 scales" : "E8M0 scales"),
+                       want.scale_bytes, at + (config.mode.quant == Quant::nvfp4 ? "E4M3 scales" : "E8M0 scales"),
                        int(count / std::size_t(tokens)));
   } else {
     REQUIRE(got.scales.size() >= want.scales.size() * 4);
@@ -288,7 +281,7 @@ inline void require_epilogue_bytes(const EpilogueBytes& got, const reference::Ep
     if (!scales.empty()) std::memcpy(scales.data(), got.scales.data(), scales.size() * 4);  // fp8_static: none
     require_scales_equal(scales, want.scales, at + "scales");
   }
-  if (writes_mirror(config.mode.quant)) require_bits_equal(got.mirror, want.mirror, at + "mirror", hidden);
+  if (config.mode.mirror) require_bits_equal(got.mirror, want.mirror, at + "mirror", hidden);
 }
 
 }  // namespace arfuse::test

@@ -26,9 +26,7 @@
 #include "bench_report.hpp"
 #include "cli.hpp"
 #include "helper_kernels.hpp"
-#ifdef ARFUSE_BENCH_HIP_OVER_CUDA
 #include "hip_over_cuda.hpp"
-#endif
 
 namespace arfuse::tools {
 
@@ -56,8 +54,8 @@ options:
                   2517x6144,4097x6144,2048x8192)
   --quant LIST    output modes: none (T out), fp8 (per token), fp8_group (group 128, fp32
                   scales), mxfp4, fp8_static (scale 0.0123), nvfp4 (global scale 336, swizzled scales),
-                  and fp8_mirror, fp8_group_mirror, mxfp4_mirror, fp8_static_mirror, nvfp4_mirror (also y in T,
-                  checked and counted; the unfused path's y is the mirror) (default: none,fp8)
+                  each also as NAME+mirror, e.g. fp8+mirror (also y in T, checked and counted; the
+                  unfused path's y is the mirror) (default: none,fp8)
   --world N       ranks for fused/allreduce (default 4)
   --stage N       force 1 or 2 for fused (default: the tuning table)
   --pdl           (epilogue) also time rmsnorm_quant's calls back to back, and a producer
@@ -109,7 +107,7 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
   std::optional<Kernel> producer;
   if (cl.has("pdl")) producer = testing::load_producer(ctx.device());
   for (const Shape& s : shapes) {
-    for (Quant q : parse_quants(cl.value("quant", "none,fp8"))) {
+    for (const EpilogueMode& q : parse_modes(cl.value("quant", "none,fp8"))) {
       const std::size_t n = std::size_t(s.tokens) * s.hidden;
       const int stride = row_stride != 0 ? row_stride : s.hidden;
       const std::size_t strided = std::size_t(s.tokens) * std::size_t(stride);
@@ -124,7 +122,7 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       struct Set {
         DeviceBuffer in, res, res_out, out, scales, mirror;
       };
-      const bool mirror = writes_mirror(q);
+      const bool mirror = q.mirror;
       std::vector<Set> sets;
       DeviceBuffer weight(ctx.device(), std::size_t(s.hidden) * 2), quant_scale(ctx.device(), 16);
       weight.upload(w);
@@ -146,7 +144,7 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
         a.input = set.in.get(), a.residual_in = set.res.get(), a.residual_out = set.res_out.get(),
         a.weight = weight.get();
         a.out = set.out.get(), a.scales = set.scales.get(), a.tokens = s.tokens, a.hidden = s.hidden;
-        a.mode = bench_mode(q), a.mirror = mirror ? set.mirror.get() : nullptr;
+        a.mode = q, a.mirror = mirror ? set.mirror.get() : nullptr;
         a.input_stride = a.residual_in_stride = stride;
         set_quant_scale(a, q, quant_scale.get());
         return a;
@@ -162,8 +160,7 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       row.t = time_graphs(
           ctx.device(), streams, [&](int, int c) { rmsnorm_quant(ctx, args_for(c), stream); }, replays, runs);
       stream.synchronize();
-      reference::EpilogueConfig config{s.hidden, DType::bf16,           bench_mode(q),
-                                       1e-6f,    ctx.device().target(), bench_quant_scale(q)};
+      reference::EpilogueConfig config{s.hidden, DType::bf16, q, 1e-6f, ctx.device().target(), bench_quant_scale(q)};
       const auto e = reference::epilogue(config, s.tokens, in, res, w);
       // Set 0's outputs against the reference.
       auto check_outputs = [&](Row& checked) {
@@ -179,8 +176,8 @@ std::vector<Row> bench_epilogue(Context& ctx, const CommandLine& cl) {
       rmsnorm_quant(ctx, args_for(0), stream);
       stream.synchronize();
       check_outputs(row);
-      row.resources = describe_resources(
-          load_kernel(ctx, spec_for(ctx, jit::Module::rmsnorm_quant, s.hidden, DType::bf16, bench_mode(q))));
+      row.resources =
+          describe_resources(load_kernel(ctx, spec_for(ctx, jit::Module::rmsnorm_quant, s.hidden, DType::bf16, q)));
       rows.push_back(row);
       if (floor_kernels) {
         auto vectors = [](std::size_t bytes) { return (bytes + 15) / 16 * 16; };  // what the kernels move
@@ -274,9 +271,9 @@ void bench_compile(const CommandLine&) {
   const ScratchCacheFolder dir;
   const std::vector<std::string> specs{
       "rmsnorm_quant/h6144/bf16/fp8/rms/sm_90",         "rmsnorm_quant/h2880/f16/none/gemma/sm_90",
-      "rmsnorm_quant/h8192/bf16/fp8_mirror/rms/sm_90",  "rmsnorm_quant/h4096/f16/fp8/gemma/sm_90",
+      "rmsnorm_quant/h8192/bf16/fp8/mirror/rms/sm_90",  "rmsnorm_quant/h4096/f16/fp8/gemma/sm_90",
       "rmsnorm_quant/h5120/bf16/none/rms/sm_90",        "rmsnorm_quant/h7168/f16/fp8/rms/sm_90",
-      "rmsnorm_quant/h2048/bf16/fp8_mirror/gemma/sm_90"};
+      "rmsnorm_quant/h2048/bf16/fp8/mirror/gemma/sm_90"};
   auto seconds_since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
@@ -396,14 +393,8 @@ bool through_adapter = false;
 void select_backend(const std::string& backend) {
   if (backend.empty()) return;
   if (backend == "hip-over-cuda") {
-#ifdef ARFUSE_BENCH_HIP_OVER_CUDA
-    test::install_hip_over_cuda();
+    install_hip_over_cuda();
     through_adapter = true;
-#else
-    throw UsageError(
-        "--backend hip-over-cuda needs the tests' HIP-over-CUDA adapter: this arfuse-bench was built without the "
-        "tests (configure with -DARFUSE_BUILD_TESTS=ON)");
-#endif
   } else if (backend == "cuda" || backend == "hip") {
     setenv("ARFUSE_DEVICE_BACKEND", backend.c_str(), 1);
   } else {
@@ -419,7 +410,7 @@ std::string backend_description() {
 // error at once, not the end of a long run after the rows before it were measured.
 void check_timing_options(const CommandLine& cl) {
   const auto shapes = parse_shapes(cl.value("shapes", kDefaultShapes));
-  const auto quants = parse_quants(cl.value("quant", "none,fp8"));
+  const auto quants = parse_modes(cl.value("quant", "none,fp8"));
   cl.integer("runs", 7, 1, 1000), cl.integer("replays", 20, 1, 10000), cl.integer("world", 4, 2, 8);
   if (cl.has("stage")) cl.integer("stage", 1, 1, 2);
   const int row_stride = cl.has("row-stride") ? int(cl.integer("row-stride", 0, 8, 1 << 24)) : 0;
@@ -434,11 +425,11 @@ void check_timing_options(const CommandLine& cl) {
     if (s.hidden > kMaxHidden) {
       throw UsageError(fmt::format("shape {}x{}: hidden is at most {}", s.tokens, s.hidden, kMaxHidden));
     }
-    for (Quant q : quants) {
+    for (const EpilogueMode& q : quants) {
       try {
-        bench_mode(q).validate(s.hidden);
+        q.validate(s.hidden);
       } catch (const Error& e) {
-        throw UsageError(fmt::format("shape {}x{} with --quant {}: {}", s.tokens, s.hidden, to_string(q), e.what()));
+        throw UsageError(fmt::format("shape {}x{} with --quant {}: {}", s.tokens, s.hidden, out_name(q), e.what()));
       }
     }
   }

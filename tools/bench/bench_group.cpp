@@ -33,7 +33,7 @@ std::unique_ptr<Group> make_group(int world, const std::vector<Shape>& shapes) {
 
 // Every rank's tensors for one shape: inputs staged, `k` rotating sets of the others.
 struct Workload {
-  Workload(Group& group, Shape shape, Quant quant, std::mt19937& rng) : g(group), s(shape), q(quant) {
+  Workload(Group& group, Shape shape, EpilogueMode mode, std::mt19937& rng) : g(group), s(shape), q(mode) {
     const int world = g.world();
     const Device& dev = g.rank(0).device();
     n = std::size_t(s.tokens) * std::size_t(s.hidden);
@@ -71,8 +71,8 @@ struct Workload {
     AllreduceRmsnormArgs a;
     a.input = g.rank(r).input_buffer(), a.residual_in = x.res.get(), a.residual_out = x.res_out.get();
     a.weight = weights[size_t(r)]->get(), a.out = x.out.get(), a.scales = x.scales.get();
-    a.tokens = s.tokens, a.hidden = s.hidden, a.mode = bench_mode(q);
-    a.mirror = writes_mirror(q) ? x.y.get() : nullptr;
+    a.tokens = s.tokens, a.hidden = s.hidden, a.mode = q;
+    a.mirror = q.mirror ? x.y.get() : nullptr;
     set_quant_scale(a, q, quant_scales[size_t(r)]->get());
     g.rank(r).allreduce_rmsnorm(a, *streams[size_t(r)]);
   }
@@ -83,26 +83,27 @@ struct Workload {
   }
   // The unfused path: all-reduce, then residual + RMSNorm, then the quantiser of the mode
   // (token_quant for per-token FP8, group_quant for the others): three kernels, as an
-  // engine without the fusion runs them. In the _mirror modes y is the mirror.
+  // engine without the fusion runs them. With the mirror, y is the mirror.
   void unfused(int r, int c) {
     Set& x = set(r, c);
     allreduce(r, x.sum.get());
     RmsnormQuantArgs e;
     e.input = x.sum.get(), e.residual_in = x.res.get(), e.residual_out = x.res_out.get(),
     e.weight = weights[size_t(r)]->get();
-    e.out = q == Quant::none ? x.out.get() : x.y.get(), e.tokens = s.tokens, e.hidden = s.hidden;
+    e.out = q.quant == Quant::none ? x.out.get() : x.y.get(), e.tokens = s.tokens, e.hidden = s.hidden;
     rmsnorm_quant(g.rank(r).context(), e, *streams[size_t(r)]);
-    const Quant quantiser = without_mirror(q);
-    if (quantiser == Quant::fp8) {
+    EpilogueMode quantiser = q;
+    quantiser.mirror = false;
+    if (quantiser.quant == Quant::fp8) {
       TokenQuantArgs t;
       t.input = x.y.get(), t.out = x.out.get(), t.scales = static_cast<float*>(x.scales.get()), t.tokens = s.tokens,
       t.hidden = s.hidden;
       token_quant(g.rank(r).context(), t, *streams[size_t(r)]);
-    } else if (quantiser != Quant::none) {
+    } else if (quantiser.quant != Quant::none) {
       GroupQuantArgs t;
       t.input = x.y.get(), t.out = x.out.get(), t.tokens = s.tokens, t.hidden = s.hidden;
-      t.scales = is_static_fp8(quantiser) ? nullptr : x.scales.get();
-      t.mode = bench_mode(quantiser);  // fp32 scales, row-major: the defaults; NVFP4 swizzled
+      t.scales = writes_scales(quantiser.quant) ? x.scales.get() : nullptr;
+      t.mode = quantiser;  // bench_mode's scales: fp32 row-major, or tiles
       set_quant_scale(t, quantiser, quant_scales[size_t(r)]->get());
       group_quant(g.rank(r).context(), t, *streams[size_t(r)]);
     }
@@ -123,7 +124,7 @@ struct Workload {
   // The rows' outputs (set 0 of every rank) against the reference epilogue.
   void compare_epilogue(Row& row) {
     reference::EpilogueConfig config{
-        s.hidden, DType::bf16, bench_mode(q), 1e-6f, g.rank(0).device().target(), bench_quant_scale(q)};
+        s.hidden, DType::bf16, q, 1e-6f, g.rank(0).device().target(), bench_quant_scale(q)};
     if (!expected)
       expected = std::make_unique<reference::EpilogueOutputs>(
           reference::epilogue(config, s.tokens, reference::fold(inputs, DType::bf16), residual, weight));
@@ -131,13 +132,13 @@ struct Workload {
     for (int r = 0; r < g.world(); ++r) {
       Set& x = sets[size_t(r)][0];
       compare_epilogue_outputs(row, q, s.hidden, config.target.fp8_format(), x.res_out, x.out, x.scales,
-                               writes_mirror(q) ? &x.y : nullptr, *expected);
+                               q.mirror ? &x.y : nullptr, *expected);
     }
   }
 
   Group& g;
   Shape s;
-  Quant q;
+  EpilogueMode q;
   std::size_t n = 0, rank_bytes = 0;
   int k = 1;
   std::vector<Bits16> inputs;
@@ -153,10 +154,10 @@ struct Workload {
 int runs_of(const CommandLine& cl) { return int(cl.integer("runs", 7, 1, 1000)); }
 int replays_of(const CommandLine& cl) { return int(cl.integer("replays", 20, 1, 10000)); }
 
-std::string fused_resources(Group& g, const Shape& s, Quant q, int stage) {
+std::string fused_resources(Group& g, const Shape& s, const EpilogueMode& q, int stage) {
   Context& c = g.rank(0).context();
   return describe_resources(
-      load_kernel(c, spec_for(c, jit::Module::fused_ar, s.hidden, DType::bf16, bench_mode(q), g.world(), stage)));
+      load_kernel(c, spec_for(c, jit::Module::fused_ar, s.hidden, DType::bf16, q, g.world(), stage)));
 }
 
 }  // namespace
@@ -169,7 +170,7 @@ std::vector<Row> bench_fused(const CommandLine& cl) {
   std::vector<Row> rows;
   std::mt19937 rng(777);
   for (const Shape& s : shapes) {
-    for (Quant q : parse_quants(cl.value("quant", "none,fp8"))) {
+    for (const EpilogueMode& q : parse_modes(cl.value("quant", "none,fp8"))) {
       Workload w(*group, s, q, rng);
       const int stage = group->stage_for(s.tokens, s.hidden);
       std::vector<std::function<void(int, int)>> variants{[&](int r, int c) { w.fused(r, c); },
@@ -220,7 +221,7 @@ std::vector<Row> bench_allreduce(const CommandLine& cl) {
   std::vector<Row> rows;
   std::mt19937 rng(778);
   for (const Shape& s : shapes) {
-    Workload w(*group, s, Quant::none, rng);
+    Workload w(*group, s, bench_mode(Quant::none), rng);
     auto variant = [&](int stage) {
       return [&, stage](int r, int c) {
         group->force_stage(stage);
@@ -277,7 +278,7 @@ void bench_tune(const CommandLine& cl) {
     std::mt19937 rng(779);
     std::vector<std::pair<std::uint64_t, bool>> wins;  // message bytes, stage 2 faster
     for (const Shape& s : shapes) {
-      Workload w(*group, s, Quant::none, rng);
+      Workload w(*group, s, bench_mode(Quant::none), rng);
       auto variant = [&](int stage) {
         return [&, stage](int r, int c) {
           group->force_stage(stage);

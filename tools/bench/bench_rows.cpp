@@ -50,11 +50,16 @@ std::vector<Shape> parse_shapes(const std::string& text) {
   return shapes;
 }
 
-std::vector<Quant> parse_quants(const std::string& text) {
-  std::vector<Quant> out;
+std::vector<EpilogueMode> parse_modes(const std::string& text) {
+  std::vector<EpilogueMode> out;
   for (const std::string& item : split_commas(text)) {
+    const std::size_t plus = item.find('+');
+    const std::string name = item.substr(0, plus), extra = plus == std::string::npos ? "" : item.substr(plus + 1);
     try {
-      out.push_back(parse_quant(item));
+      if (plus != std::string::npos && extra != "mirror")
+        throw Error(fmt::format("'{}' follows '+' in '{}'; only 'mirror' may (e.g. fp8+mirror)", extra, item));
+      out.push_back(bench_mode(parse_quant(name), plus != std::string::npos));
+      out.back().validate(kBenchGroupSize * 16);
     } catch (const Error& e) {
       throw UsageError(fmt::format("--quant: {} (comma-separated)", e.what()));
     }
@@ -62,42 +67,26 @@ std::vector<Quant> parse_quants(const std::string& text) {
   return out;
 }
 
-Quant without_mirror(Quant q) {
-  switch (q) {
-    case Quant::fp8_mirror: return Quant::fp8;
-    case Quant::fp8_group_mirror: return Quant::fp8_group;
-    case Quant::mxfp4_mirror: return Quant::mxfp4;
-    case Quant::fp8_static_mirror: return Quant::fp8_static;
-    case Quant::nvfp4_mirror: return Quant::nvfp4;
-    default: return q;
-  }
+std::string out_name(const EpilogueMode& mode) {
+  std::string name = mode.quant == Quant::none      ? std::string("bf16")
+                     : takes_group_size(mode.quant) ? fmt::format("{}{}", to_string(mode.quant), mode.group_size)
+                                                    : std::string(to_string(mode.quant));
+  return mode.mirror ? name + "+mirror" : name;
 }
 
-std::string out_name(Quant q) {
-  if (is_group_fp8(q)) {
-    return fmt::format("fp8_group{}{}", kBenchGroupSize, writes_mirror(q) ? "_mirror" : "");
-  }
-  return q == Quant::none ? "bf16" : to_string(q);
-}
-
-std::size_t output_bytes(Quant q, std::size_t tokens, std::size_t hidden) {
-  const std::size_t n = tokens * hidden, mirror = writes_mirror(q) ? n * 2 : 0;
-  switch (without_mirror(q)) {
-    case Quant::none: return n * 2;
-    case Quant::fp8: return n + tokens * 4 + mirror;
-    case Quant::fp8_group: return n + tokens * (hidden / kBenchGroupSize) * 4 + mirror;
-    case Quant::mxfp4: return n / 2 + tokens * (hidden / 32) + mirror;
-    case Quant::fp8_static: return n + mirror;
-    case Quant::nvfp4:  // the swizzled scales' padding is written too
-      return n / 2 + std::size_t(nvfp4_scale_bytes(int(tokens), int(hidden), ScaleLayout::swizzled_128x4)) + mirror;
-    default: throw UsageError(fmt::format("the bench does not time quant {}", to_string(q)));
-  }
+std::size_t output_bytes(const EpilogueMode& mode, std::size_t tokens, std::size_t hidden) {
+  // out in its own units (T is 2 bytes, the quantised ones 1), its scales with any padding (written
+  // too), and the mirror in T.
+  const std::size_t out = tokens * std::size_t(mode.out_row(int(hidden))) * (mode.quant == Quant::none ? 2 : 1);
+  const std::size_t scales = std::size_t(mode.scale_shape(int(hidden)).bytes((long long)tokens));
+  return out + scales + (mode.mirror ? tokens * hidden * 2 : 0);
 }
 
 std::size_t scale_buffer_bytes(std::size_t tokens, std::size_t hidden) {
-  // fp32 per token; fp32 per 128 = byte per 32; NVFP4's swizzled bytes (16 rows at least)
-  return std::max({tokens * 4, tokens * (hidden / 32),
-                   std::size_t(nvfp4_scale_bytes(int(tokens), int(hidden), ScaleLayout::swizzled_128x4))});
+  std::size_t most = 0;
+  for (Quant q : all_quants())
+    most = std::max(most, std::size_t(bench_mode(q).scale_shape(int(hidden)).bytes((long long)tokens)));
+  return most;
 }
 
 void compare_bytes(Row& row, const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& expected) {
@@ -157,16 +146,16 @@ void compare_block_scaled(Row& row, DeviceBuffer& out, DeviceBuffer& scales, con
   compare_bytes(row, scales.download<std::uint8_t>(expected.size()), expected);
 }
 
-void compare_epilogue_outputs(Row& row, Quant quant, int hidden, Fp8Format format, DeviceBuffer& residual_out,
-                              DeviceBuffer& out, DeviceBuffer& scales, DeviceBuffer* mirror,
+void compare_epilogue_outputs(Row& row, const EpilogueMode& mode, int hidden, Fp8Format format,
+                              DeviceBuffer& residual_out, DeviceBuffer& out, DeviceBuffer& scales, DeviceBuffer* mirror,
                               const reference::EpilogueOutputs& e) {
   const std::size_t n = e.residual_out.size(), tokens = n / std::size_t(hidden);
   compare_t(row, residual_out.download<std::uint16_t>(n), e.residual_out);
-  if (writes_mirror(quant)) {
-    if (mirror == nullptr) throw Error("compare_epilogue_outputs: a _mirror mode needs the mirror buffer");
+  if (mode.mirror) {
+    if (mirror == nullptr) throw Error("compare_epilogue_outputs: the mirror needs the mirror buffer");
     compare_t(row, mirror->download<std::uint16_t>(n), e.mirror);
   }
-  quant = without_mirror(quant);
+  const Quant quant = mode.quant;
   if (quant == Quant::none) {
     compare_t(row, out.download<std::uint16_t>(n), e.out);
   } else if (quant == Quant::fp8) {

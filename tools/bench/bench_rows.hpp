@@ -48,39 +48,46 @@ std::vector<Shape> parse_shapes(const std::string& text);
 // The group size of the bench's fp8_group rows (fp32 scales, row-major: the calls' defaults).
 constexpr int kBenchGroupSize = 128;
 // The mode the bench runs `quant` in: RMSNorm, group size kBenchGroupSize, fp32 row-major scales;
-// NVFP4 with the swizzled scales GEMMs read.
-inline EpilogueMode bench_mode(Quant quant) {
+// a layout of tiles where the mode has one (NVFP4's swizzled scales, which GEMMs read).
+inline EpilogueMode bench_mode(Quant quant, bool mirror = false) {
   EpilogueMode mode;
   mode.quant = quant;
+  mode.mirror = mirror;
   mode.group_size = kBenchGroupSize;
-  if (is_nvfp4(quant)) mode.scale_layout = ScaleLayout::swizzled_128x4;
+  mode.scale_layout = ScaleLayout::swizzled_128x4;
+  try {
+    mode.validate(kBenchGroupSize * 16);
+  } catch (const Error&) {
+    mode.scale_layout = ScaleLayout::row_major;
+  }
   return mode;
 }
 
 // The scale the bench's calls read: fp8_static's (its rows, |y| up to about 3, well inside the
 // FP8 range) and NVFP4's global scale (448 * 6 / 8); 1 for the other modes.
-inline float bench_quant_scale(Quant quant) {
-  return is_nvfp4(quant) ? 448.0f * 6.0f / 8.0f : is_static_fp8(quant) ? 0.0123f : 1.0f;
+inline float bench_quant_scale(const EpilogueMode& mode) {
+  const char* argument = quant_scale_argument(mode.quant);
+  if (argument == nullptr) return 1.0f;
+  return std::string_view(argument) == "global_scale" ? 448.0f * 6.0f / 8.0f : 0.0123f;
 }
 
 // Points a call's static_scale or global_scale, where its mode reads one, at `scale` (a device
 // fp32 holding bench_quant_scale).
 template <typename Args>
-void set_quant_scale(Args& a, Quant quant, const void* scale) {
-  if (is_static_fp8(quant)) a.static_scale = static_cast<const float*>(scale);
-  if (is_nvfp4(quant)) a.global_scale = static_cast<const float*>(scale);
+void set_quant_scale(Args& a, const EpilogueMode& mode, const void* scale) {
+  const char* argument = quant_scale_argument(mode.quant);
+  if (argument == nullptr) return;
+  (std::string_view(argument) == "global_scale" ? a.global_scale : a.static_scale) = static_cast<const float*>(scale);
 }
 
-// Every quant mode by name: none, fp8, fp8_group (kBenchGroupSize), mxfp4, fp8_static, nvfp4, and
-// their _mirror modes.
-std::vector<Quant> parse_quants(const std::string& text);
-// The mode a _mirror mode quantises to (fp8_mirror -> fp8); any other mode itself.
-Quant without_mirror(Quant quant);
-// What a row's output is called in the tables: bf16, fp8, fp8_group128, mxfp4, fp8_mirror, ...
-std::string out_name(Quant quant);
+// Every quant mode by name (none, fp8, fp8_group (kBenchGroupSize), mxfp4, fp8_static, nvfp4),
+// each also as name+mirror (the mirror output too), as bench_mode makes them.
+std::vector<EpilogueMode> parse_modes(const std::string& text);
+// What a row's output is called in the tables: bf16, fp8, fp8_group128, mxfp4, fp8+mirror, ...
+std::string out_name(const EpilogueMode& mode);
 // Bytes one call writes as output, scales and mirror for tokens x hidden (T = bf16).
-std::size_t output_bytes(Quant quant, std::size_t tokens, std::size_t hidden);
-// Bytes a scales buffer needs for any mode parse_quants takes.
+std::size_t output_bytes(const EpilogueMode& mode, std::size_t tokens, std::size_t hidden);
+// Bytes a scales buffer needs for any mode parse_modes takes.
 std::size_t scale_buffer_bytes(std::size_t tokens, std::size_t hidden);
 std::vector<int> parse_ints(const std::string& text, const char* what, int min, int max);
 // Enough copies of a tensor that one graph's calls do not all fit in the 60 MB L2.
@@ -96,11 +103,10 @@ void compare_bytes(Row& row, const std::vector<std::uint8_t>& got, const std::ve
 // A block-scaled row's codes and scales (fp32 or E8M0 bytes) against the reference, byte for byte.
 void compare_block_scaled(Row& row, DeviceBuffer& out, DeviceBuffer& scales,
                           const reference::EpilogueOutputs& expected);
-// One call's epilogue outputs (residual_out, the mirror in the _mirror modes, then out and scales
-// as mode `quant` has them) against the reference, and-ed into `row`. mirror: null unless a
-// _mirror mode.
-void compare_epilogue_outputs(Row& row, Quant quant, int hidden, Fp8Format format, DeviceBuffer& residual_out,
-                              DeviceBuffer& out, DeviceBuffer& scales, DeviceBuffer* mirror,
+// One call's epilogue outputs (residual_out, the mirror with mode.mirror, then out and scales as
+// the mode has them) against the reference, and-ed into `row`. mirror: null unless mode.mirror.
+void compare_epilogue_outputs(Row& row, const EpilogueMode& mode, int hidden, Fp8Format format,
+                              DeviceBuffer& residual_out, DeviceBuffer& out, DeviceBuffer& scales, DeviceBuffer* mirror,
                               const reference::EpilogueOutputs& expected);
 void compare_fp8(Row& row, const std::vector<std::uint8_t>& q, const std::vector<float>& scales,
                  const std::vector<std::uint8_t>& q_expected, const std::vector<float>& scales_expected, int hidden,

@@ -13,7 +13,7 @@
 namespace arfuse::hip {
 namespace {
 
-std::atomic<const Runtime*> runtime_for_tests{nullptr};
+std::atomic<const Runtime*> emulated_runtime{nullptr};
 
 struct LoadedRuntime {
   std::unique_ptr<DynamicLibrary> library;
@@ -98,7 +98,7 @@ std::unique_ptr<LoadedRuntime> bind_runtime() {
 
 // The table, bound once; initialised or not.
 const Runtime& bound() {
-  if (const Runtime* r = runtime_for_tests.load(std::memory_order_acquire)) return *r;
+  if (const Runtime* r = emulated_runtime.load(std::memory_order_acquire)) return *r;
   static LoadOnce<LoadedRuntime> loaded;
   return loaded.get(bind_runtime).runtime;
 }
@@ -127,14 +127,14 @@ std::unique_ptr<Initialised> initialise() {
 }  // namespace
 
 const Runtime& runtime() {
-  if (const Runtime* r = runtime_for_tests.load(std::memory_order_acquire)) return *r;
+  if (const Runtime* r = emulated_runtime.load(std::memory_order_acquire)) return *r;
   static LoadOnce<Initialised> initialised;
   return *initialised.get(initialise).runtime;
 }
 
 std::string bind_without_init() { return bound().description; }
 
-void use_runtime_for_tests(const Runtime* r) { runtime_for_tests.store(r, std::memory_order_release); }
+void use_emulated_runtime(const Runtime* r) { emulated_runtime.store(r, std::memory_order_release); }
 
 void check(hipError_t result, const char* call) {
   if (result == kSuccess) return;

@@ -123,8 +123,8 @@ std::string target_of_arch_name(const std::string& gcn_arch_name);
 // binding on machines without an AMD GPU.
 std::string bind_without_init();
 
-// For the tests only (tests/support/hip_over_cuda.cpp): the table to use instead of loading
-// libamdhip64. Must be called before the first runtime() call; never used otherwise.
-void use_runtime_for_tests(const Runtime* runtime);
+// For the HIP-over-CUDA emulation only (tools/hip_over_cuda/, used by the tests and the bench):
+// the table to use instead of loading libamdhip64. Must be called before the first runtime() call.
+void use_emulated_runtime(const Runtime* runtime);
 
 }  // namespace arfuse::hip

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "arfuse/allreduce.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/group.hpp"
 #include "arfuse/jit/kernel_spec.hpp"
 #include "arfuse/jit/tuning.hpp"
 #include "arfuse/runtime/plan/topology.hpp"

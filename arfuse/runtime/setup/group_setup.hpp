@@ -15,7 +15,7 @@
 #include <memory>
 #include <vector>
 
-#include "arfuse/group.hpp"
+#include "arfuse/allreduce.hpp"
 #include "arfuse/jit/tuning.hpp"
 #include "arfuse/runtime/device/device.hpp"
 #include "arfuse/runtime/device/ipc.hpp"

@@ -4,6 +4,7 @@
 
 #include "microscaling.cuh"
 #include "quant/blocks.cuh"
+#include "quant_table.cuh"
 
 namespace arfuse {
 

@@ -5,6 +5,7 @@
 #include "microscaling.cuh"
 #include "quant/blocks.cuh"
 #include "quant/call_scale.cuh"
+#include "quant_table.cuh"
 
 namespace arfuse {
 

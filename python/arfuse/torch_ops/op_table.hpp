@@ -13,7 +13,7 @@
 
 namespace arfuse::torch_ops {
 
-inline constexpr std::uint32_t kOpTableVersion = 2;
+inline constexpr std::uint32_t kOpTableVersion = 3;
 
 // The FP8 formats a kernel writes, as the ops pass them.
 enum class Fp8Dtype : int { e4m3fn = 0, e4m3fnuz = 1 };
@@ -34,6 +34,23 @@ struct Failure {
   bool bad_argument;  // arfuse::Error or ConfigError: the call's arguments, not the machine
 };
 
+// An epilogue_mode argument as the ops need it: the mode, out's row in its own units, the scales'
+// shape, and what the messages name (static text).
+struct ModeInfo {
+  EpilogueMode mode;
+  const char* name;  // the quant mode's
+  int out_row;
+  ScaleShape scales;
+  bool packs_fp4;
+  bool pads_out;
+  bool group_quant;          // group_quant takes the mode (without the mirror)
+  const char* scale_name;    // null: the mode reads no scale; else "scale" or "global scale"
+  bool global_scale;         // the scale is the global_scale argument (else static_scale)
+  const char* padded_modes;  // "none, fp8, fp8_static": the modes that take padded rows
+  const char* scale_modes;   // the modes that read a scale
+  const char* group_quant_modes;
+};
+
 struct OpTable {
   std::uint32_t version;
   std::uint32_t size;
@@ -42,35 +59,12 @@ struct OpTable {
   const Failure* (*allreduce)(const CommunicatorInfo* comm, const AllreduceArgs* args, void* stream);
   const Failure* (*rmsnorm_quant)(int device, const RmsnormQuantArgs* args, void* stream);
   const Failure* (*group_quant)(int device, const GroupQuantArgs* args, void* stream);
-  // EpilogueMode::validate, before any output is allocated.
-  const Failure* (*validate_mode)(const EpilogueMode* mode, int hidden);
+  // The mode an epilogue_mode argument names, checked for `hidden` (EpilogueMode::validate), with
+  // what the outputs' shapes need: before any output is allocated.
+  const Failure* (*describe_mode)(std::int64_t code, int hidden, ModeInfo* info);
   // The format `device` writes; -1 when the caller cannot know the device (tracing): device 0's
   // where a driver is present, e4m3fn otherwise.
   const Failure* (*fp8_dtype)(int device, Fp8Dtype* dtype);
-  // arfuse::to_string(Quant), for messages.
-  const char* (*quant_name)(Quant quant);
 };
-
-// An EpilogueMode as the one int the ops take: quant in bits 0-7, norm 8-11, scale format
-// 12-15, scale layout 16-19, group size from bit 32.
-inline std::int64_t mode_code(const EpilogueMode& mode) {
-  return std::int64_t(mode.quant) | std::int64_t(mode.norm) << 8 | std::int64_t(mode.scale_format) << 12 |
-         std::int64_t(mode.scale_layout) << 16 | std::int64_t(mode.group_size) << 32;
-}
-
-// False for a code no mode_code makes (a field outside its enum, bits 20-31 set).
-inline bool mode_from_code(std::int64_t code, EpilogueMode* mode) {
-  const auto field = [code](int shift, int bits) { return int((std::uint64_t(code) >> shift) & ((1u << bits) - 1)); };
-  const int quant = field(0, 8), norm = field(8, 4), format = field(12, 4), layout = field(16, 4);
-  if (quant > int(Quant::nvfp4_mirror) || norm > int(Norm::gemma) || format > int(ScaleFormat::e8m0) ||
-      layout > int(ScaleLayout::swizzled_128x4) || field(20, 12) != 0)
-    return false;
-  mode->quant = Quant(quant);
-  mode->norm = Norm(norm);
-  mode->scale_format = ScaleFormat(format);
-  mode->scale_layout = ScaleLayout(layout);
-  mode->group_size = int(code >> 32);
-  return true;
-}
 
 }  // namespace arfuse::torch_ops

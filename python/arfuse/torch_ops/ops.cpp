@@ -29,12 +29,11 @@
 namespace {
 
 using arfuse::DType;
-using arfuse::EpilogueMode;
 using arfuse::Quant;
-using arfuse::ScaleFormat;
-using arfuse::ScaleLayout;
+using arfuse::ScaleShape;
 using arfuse::torch_ops::Failure;
 using arfuse::torch_ops::Fp8Dtype;
+using arfuse::torch_ops::ModeInfo;
 using c10::SymInt;
 
 const arfuse::torch_ops::OpTable* table = nullptr;
@@ -52,8 +51,6 @@ const arfuse::torch_ops::OpTable& calls() {
               "arfuse's torch ops were loaded without arfuse._arfuse's call table; import arfuse.torch");
   return *table;
 }
-
-const char* quant_name(Quant q) { return calls().quant_name(q); }
 
 template <typename... Parts>
 [[noreturn]] void bad_argument(const Parts&... parts) {
@@ -151,12 +148,10 @@ SymInt check_input(const at::Tensor& input) {
   return row_stride("input", input);
 }
 
-EpilogueMode decode_mode(int64_t code, int hidden) {
-  EpilogueMode mode;
-  if (!arfuse::torch_ops::mode_from_code(code, &mode))
-    bad_argument("epilogue_mode is ", code, ", which no mode makes; pass arfuse.torch.mode_code(quant, norm, ...)");
-  raise_if(calls().validate_mode(&mode, hidden));
-  return mode;
+ModeInfo decode_mode(int64_t code, int hidden) {
+  ModeInfo info;
+  raise_if(calls().describe_mode(code, hidden, &info));
+  return info;
 }
 
 // Hidden as the runtime counts it (int), checked before it is narrowed: 2^32 + 4096 must not read
@@ -170,16 +165,14 @@ int concrete_hidden(const at::Tensor& input) {
 }
 
 // The columns of out: hidden, or hidden rounded up to a multiple of pad_to_multiple.
-int64_t out_width(int64_t hidden, const EpilogueMode& mode, int64_t pad_to_multiple) {
+int64_t out_width(int64_t hidden, const ModeInfo& mode, int64_t pad_to_multiple) {
   if (pad_to_multiple < 0 || pad_to_multiple >= (int64_t(1) << 31))
     bad_argument("pad_to_multiple is ", pad_to_multiple, "; it must be an int >= 0 (0: no padding)");
   if (pad_to_multiple <= 1) return hidden;
   const int64_t width = (hidden + pad_to_multiple - 1) / pad_to_multiple * pad_to_multiple;
-  const Quant q = mode.quant;
-  if (width != hidden && !(q == Quant::none || arfuse::is_token_fp8(q) || arfuse::is_static_fp8(q)))
-    bad_argument("pad_to_multiple=", pad_to_multiple, " pads out, which quant ", quant_name(q),
-                 " does not take: only none, fp8, fp8_static and their mirrors write padded rows (the block-scaled "
-                 "modes' scales cover hidden only)");
+  if (width != hidden && !mode.pads_out)
+    bad_argument("pad_to_multiple=", pad_to_multiple, " pads out, which quant ", mode.name, " does not take: only ",
+                 mode.padded_modes, " write padded rows (the block-scaled modes' scales cover hidden only)");
   if (width % 8 != 0)
     bad_argument("pad_to_multiple=", pad_to_multiple, " makes rows of ", width,
                  " elements; a padded row must be a multiple of 8 elements");
@@ -204,20 +197,17 @@ void check_eps(double eps) {
   if (!(eps >= 0.0) || std::isinf(eps)) bad_argument("eps is ", float_text(eps), "; it must be a finite float >= 0");
 }
 
-// fp8_static's scale or nvfp4's global scale: a one-element float32 tensor on input's device,
+// The scale of a mode that reads one (ModeInfo::scale_name): a one-element float32 tensor on input's device,
 // read when the kernel runs.
-const float* check_scale(const std::optional<at::Tensor>& scale, const EpilogueMode& mode, const at::Tensor& input) {
-  const bool needed = arfuse::reads_quant_scale(mode.quant);
-  const char* what = arfuse::is_nvfp4(mode.quant) ? "global scale" : "scale";
+const float* check_scale(const std::optional<at::Tensor>& scale, const ModeInfo& mode, const at::Tensor& input) {
   if (!scale || !scale->defined()) {
-    if (needed)
-      bad_argument("scale is None; quant ", quant_name(mode.quant), " reads its ", what,
+    if (mode.scale_name != nullptr)
+      bad_argument("scale is None; quant ", mode.name, " reads its ", mode.scale_name,
                    " from a one-element float32 tensor on the input's device");
     return nullptr;
   }
-  if (!needed)
-    bad_argument("scale is given, but quant ", quant_name(mode.quant),
-                 " reads none: it is for fp8_static, nvfp4 and their mirrors");
+  if (mode.scale_name == nullptr)
+    bad_argument("scale is given, but quant ", mode.name, " reads none: it is for ", mode.scale_modes);
   if (scale->scalar_type() != c10::ScalarType::Float || scale->sym_numel() != 1)
     bad_argument("scale is ", dtype_text(scale->scalar_type()), " with ", scale->sym_numel(),
                  " elements; it must be one float32 element");
@@ -228,7 +218,7 @@ const float* check_scale(const std::optional<at::Tensor>& scale, const EpilogueM
 
 struct Epilogue {
   SymInt input_stride, residual_stride;
-  EpilogueMode mode;
+  ModeInfo mode;
   int64_t width;
   const float* scale;
 };
@@ -275,39 +265,35 @@ std::vector<SymInt> with_last(const at::Tensor& input, SymInt last) {
 
 // out, scales, mirror for `mode` (outputs a mode does not write are empty, shape [0]), each with
 // input's leading dimensions; out `width` columns.
-Outputs epilogue_outputs(const at::Tensor& input, const EpilogueMode& mode, c10::ScalarType fp8, int64_t width) {
-  const Quant q = mode.quant;
+Outputs epilogue_outputs(const at::Tensor& input, const ModeInfo& mode, c10::ScalarType fp8, int64_t width) {
   const int64_t hidden = concrete_hidden(input);
   const auto u8 = c10::ScalarType::Byte, f32 = c10::ScalarType::Float, t = input.scalar_type();
+  const ScaleShape& s = mode.scales;
   Outputs o;
-  if (q == Quant::none) {
+  if (mode.mode.quant == Quant::none) {
     o.out = empty(with_last(input, width), input, t);
-    o.scales = empty({0}, input, f32);
-  } else if (arfuse::is_mxfp4(q)) {
-    o.out = empty(with_last(input, hidden / 2), input, u8);
-    o.scales = empty(with_last(input, hidden / 32), input, u8);
-  } else if (arfuse::is_nvfp4(q)) {
-    o.out = empty(with_last(input, hidden / 2), input, u8);
-    if (mode.scale_layout == ScaleLayout::swizzled_128x4) {  // rows padded to 128, scale columns to 4 (zeros)
-      o.scales = empty({(rows_of(input) + 127) / 128 * 128, (hidden / 16 + 3) / 4 * 4}, input, u8);
-    } else {
-      o.scales = empty(with_last(input, hidden / 16), input, u8);
-    }
-  } else if (arfuse::is_static_fp8(q)) {
-    o.out = empty(with_last(input, width), input, fp8);
-    o.scales = empty({0}, input, f32);
-  } else if (arfuse::is_group_fp8(q)) {
-    o.out = empty(with_last(input, hidden), input, fp8);
-    const int64_t groups = hidden / mode.group_size;
-    const auto scale_type = mode.scale_format == ScaleFormat::e8m0 ? u8 : f32;
-    o.scales = mode.scale_layout == ScaleLayout::row_major ? empty(with_last(input, groups), input, scale_type)
-                                                           : empty({groups, rows_of(input)}, input, scale_type);
   } else {
-    o.out = empty(with_last(input, width), input, fp8);
-    const auto shape = input.sym_sizes();
-    o.scales = empty(std::vector<SymInt>(shape.begin(), shape.end() - 1), input, f32);
+    o.out = empty(with_last(input, mode.packs_fp4  ? int64_t(mode.out_row)
+                                   : mode.pads_out ? width
+                                                   : hidden),
+                  input, mode.packs_fp4 ? u8 : fp8);
   }
-  o.mirror = arfuse::writes_mirror(q) ? empty(with_last(input, hidden), input, t) : empty({0}, input, t);
+  const auto scale_type = s.element_bytes == 1 ? u8 : f32;
+  if (s.columns == 0) {
+    o.scales = empty({0}, input, f32);
+  } else if (s.per_row) {  // [...]: one per row, input's leading dimensions
+    const auto shape = input.sym_sizes();
+    o.scales = empty(std::vector<SymInt>(shape.begin(), shape.end() - 1), input, scale_type);
+  } else if (s.transposed) {
+    o.scales = empty({int64_t(s.columns), rows_of(input)}, input, scale_type);
+  } else if (s.row_multiple > 1 || s.column_multiple > 1) {  // tiles: rows and columns padded (zeros)
+    o.scales = empty({(rows_of(input) + s.row_multiple - 1) / s.row_multiple * s.row_multiple,
+                      int64_t((s.columns + s.column_multiple - 1) / s.column_multiple * s.column_multiple)},
+                     input, scale_type);
+  } else {
+    o.scales = empty(with_last(input, int64_t(s.columns)), input, scale_type);
+  }
+  o.mirror = mode.mode.mirror ? empty(with_last(input, hidden), input, t) : empty({0}, input, t);
   return o;
 }
 
@@ -345,9 +331,8 @@ arfuse::AllreduceRmsnormArgs epilogue_args(const at::Tensor& input, const at::Te
   a.tokens = int_count("input's row count", rows_of(input));
   a.hidden = concrete_hidden(input);
   a.dtype = arfuse_dtype("input's dtype", input.scalar_type());
-  a.mode = e.mode;
-  if (arfuse::is_static_fp8(e.mode.quant)) a.static_scale = e.scale;
-  if (arfuse::is_nvfp4(e.mode.quant)) a.global_scale = e.scale;
+  a.mode = e.mode.mode;
+  (e.mode.global_scale ? a.global_scale : a.static_scale) = e.scale;
   a.pdl = pdl;
   a.input_stride = int_count("input's row stride", e.input_stride);
   a.residual_in_stride = int_count("residual's row stride", e.residual_stride);
@@ -439,10 +424,10 @@ template <bool kRun>
 std::tuple<at::Tensor, at::Tensor> group_quant(const at::Tensor& input, int64_t mode_code, bool pdl,
                                                const std::optional<at::Tensor>& scale) {
   const SymInt stride = check_input(input);
-  const EpilogueMode mode = decode_mode(mode_code, concrete_hidden(input));
-  const Quant q = mode.quant;
-  if (!(q == Quant::fp8_group || q == Quant::mxfp4 || q == Quant::fp8_static || q == Quant::nvfp4))
-    bad_argument("quant is ", quant_name(q), "; group_quant takes fp8_group, mxfp4, fp8_static or nvfp4");
+  const ModeInfo mode = decode_mode(mode_code, concrete_hidden(input));
+  if (!mode.group_quant || mode.mode.mirror)
+    bad_argument("quant is ", mode.name, mode.mode.mirror ? " with the mirror" : "", "; group_quant takes ",
+                 mode.group_quant_modes, " without the mirror");
   const float* scale_address = check_scale(scale, mode, input);
   c10::OptionalDeviceGuard guard;
   if constexpr (kRun) guard.reset_device(input.device());
@@ -456,9 +441,8 @@ std::tuple<at::Tensor, at::Tensor> group_quant(const at::Tensor& input, int64_t 
     a.tokens = int_count("input's row count", rows_of(input));
     a.hidden = concrete_hidden(input);
     a.dtype = arfuse_dtype("input's dtype", input.scalar_type());
-    a.mode = mode;
-    if (arfuse::is_static_fp8(q)) a.static_scale = scale_address;
-    if (arfuse::is_nvfp4(q)) a.global_scale = scale_address;
+    a.mode = mode.mode;
+    (mode.global_scale ? a.global_scale : a.static_scale) = scale_address;
     a.pdl = pdl;
     raise_if(calls().group_quant(input.device().index(), &a, current_stream(input.device())));
   }

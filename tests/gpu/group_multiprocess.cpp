@@ -131,7 +131,8 @@ void require_same_as_in_process(int world, unsigned seed, const std::string& dir
   const auto& cases = test::process_cases();
   for (int ci = 0; ci < int(cases.size()); ++ci) {
     const auto& c = cases[size_t(ci)];
-    CAPTURE(ci, c.tokens, c.hidden, to_string(c.dtype), to_string(c.quant), to_string(c.norm), c.stage, c.plain);
+    CAPTURE(ci, c.tokens, c.hidden, to_string(c.dtype), to_string(c.quant), c.mirror, to_string(c.norm), c.stage,
+            c.plain);
     const std::string expected = test::expected_blob(seed, ci, world);
     for (int r = 0; r < world; ++r) {
       INFO(label << " rank " << r);
@@ -240,18 +241,18 @@ TEST_CASE("NCCL path: a group of one rank runs NCCL's all-reduce and the epilogu
   struct Shape {
     int tokens, hidden;
     DType dtype;
-    Quant quant;
+    test::QuantCase quant;
     Norm norm;
     bool strided = false;  // every tensor a view with its own row stride: NCCL reads a gathered copy
     int out_width = 0;
   };
   // 300 x 6144 is above the staging capacity (64 tokens): NCCL takes it into its own buffer.
   for (const Shape s :
-       {Shape{12, 6144, DType::bf16, Quant::fp8_mirror, Norm::rms},
+       {Shape{12, 6144, DType::bf16, test::mirror(Quant::fp8), Norm::rms},
         Shape{300, 6144, DType::f16, Quant::none, Norm::gemma}, Shape{7, 2880, DType::bf16, Quant::fp8, Norm::gemma},
-        Shape{12, 6144, DType::bf16, Quant::fp8_mirror, Norm::rms, true, 6400},
+        Shape{12, 6144, DType::bf16, test::mirror(Quant::fp8), Norm::rms, true, 6400},
         Shape{300, 2880, DType::f16, Quant::none, Norm::gemma, true}}) {
-    CAPTURE(s.tokens, s.hidden, to_string(s.dtype), to_string(s.quant), to_string(s.norm), to_string(transport),
+    CAPTURE(s.tokens, s.hidden, to_string(s.dtype), test::text(s.quant), to_string(s.norm), to_string(transport),
             s.strided, s.out_width);
     REQUIRE(group.path_for(s.tokens, s.hidden) == Path::nccl);
     const std::size_t n = std::size_t(s.tokens) * std::size_t(s.hidden);
@@ -259,7 +260,7 @@ TEST_CASE("NCCL path: a group of one rank runs NCCL's all-reduce and the epilogu
     const auto weight = test::random_tensor(rng, std::size_t(s.hidden), s.dtype, 0.5f);
     AllreduceRmsnormArgs a;
     static_cast<RmsnormQuantArgs&>(a) =
-        test::epilogue_layout(s.tokens, s.hidden, s.dtype, EpilogueMode{s.quant, s.norm}, s.strided, s.out_width);
+        test::epilogue_layout(s.tokens, s.hidden, s.dtype, test::mode_of(s.quant, s.norm), s.strided, s.out_width);
     AllreduceArgs p = test::allreduce_layout(s.tokens, s.hidden, s.dtype, s.strided);
     const RowStrides rows = detail::row_strides(a), plain = detail::row_strides(p);
     const Device& d = me.device();
@@ -279,7 +280,7 @@ TEST_CASE("NCCL path: a group of one rank runs NCCL's all-reduce and the epilogu
     stream.synchronize();
     REQUIRE(me.last_path() == Path::nccl);
     // A sum over one rank is that rank's input; the epilogue on it follows the contract exactly.
-    reference::EpilogueConfig config{s.hidden, s.dtype, EpilogueMode{s.quant, s.norm}, 1e-6f, d.target()};
+    reference::EpilogueConfig config{s.hidden, s.dtype, test::mode_of(s.quant, s.norm), 1e-6f, d.target()};
     const auto e = reference::epilogue(config, s.tokens, input, residual, weight);
     const auto sum_rows = test::packed_rows(sum.download<std::uint16_t>(std::size_t(s.tokens) * plain.out), s.tokens,
                                             s.hidden, plain.out, s.hidden, "sum");

@@ -1,13 +1,14 @@
 // [cpu][quant] The block-scaled formats of contract steps 7b and 7c in the reference model:
 // E2M1, E8M0 and UE8M0 conversions (every code, the edge exponents, ties), then per-token-group
 // FP8 and MXFP4 on hand-worked rows.
+#include "arfuse/reference/block_scaled.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
 
 #include "arfuse/error.hpp"
-#include "arfuse/reference/block_scaled.hpp"
 #include "arfuse/reference/microscaling.hpp"
 #include "arfuse/reference/numerics.hpp"
 
@@ -276,7 +277,7 @@ TEST_CASE("the reference epilogue's block-scaled outputs quantise its own mirror
   for (ScaleFormat format : all_scale_formats()) {
     for (ScaleLayout layout : {ScaleLayout::row_major, ScaleLayout::column_major}) {
       EpilogueConfig c;
-      c.hidden = hidden, c.mode = EpilogueMode{Quant::fp8_group_mirror, Norm::rms, 64, format, layout};
+      c.hidden = hidden, c.mode = EpilogueMode{Quant::fp8_group, Norm::rms, 64, format, layout, true};
       const auto e = epilogue(c, tokens, ar, residual, weight);
       GroupQuantConfig g{hidden, 64, DType::bf16, kFn, format, layout};
       const auto direct = group_quant(g, tokens, e.mirror);
@@ -286,7 +287,7 @@ TEST_CASE("the reference epilogue's block-scaled outputs quantise its own mirror
     }
   }
   EpilogueConfig c;
-  c.hidden = hidden, c.mode.quant = Quant::mxfp4_mirror;
+  c.hidden = hidden, c.mode.quant = Quant::mxfp4, c.mode.mirror = true;
   const auto e = epilogue(c, tokens, ar, residual, weight);
   const auto direct = mxfp4_quant(hidden, DType::bf16, tokens, e.mirror);
   CHECK(e.q == direct.packed);

@@ -9,7 +9,7 @@
 #include "arfuse/runtime/device/cuda_driver.hpp"
 #include "arfuse/runtime/device/hip_runtime.hpp"
 
-namespace arfuse::test {
+namespace arfuse::tools {
 namespace {
 
 using cuda::driver;
@@ -69,7 +69,7 @@ hipError_t device_properties(void* properties, int ordinal) {
 
 hip::Runtime make_runtime() {
   hip::Runtime r;
-  r.description = "HIP over the CUDA driver (the tests' adapter, tests/support/hip_over_cuda.cpp)";
+  r.description = "HIP over the CUDA driver (the development adapter, tools/hip_over_cuda/hip_over_cuda.cpp)";
   hip::Api& a = r.api;
   a.hipInit = [](unsigned) -> hipError_t { return driver().cuInit(0); };
   a.hipGetErrorName = [](hipError_t e) -> const char* {
@@ -217,8 +217,8 @@ hip::Runtime make_runtime() {
 
 void install_hip_over_cuda() {
   static const hip::Runtime runtime = make_runtime();
-  hip::use_runtime_for_tests(&runtime);
+  hip::use_emulated_runtime(&runtime);
   setenv("ARFUSE_DEVICE_BACKEND", "hip", 1);
 }
 
-}  // namespace arfuse::test
+}  // namespace arfuse::tools

@@ -4,11 +4,14 @@
 // multiply, FMA and division are IEEE round-to-nearest like the GPU's (no FTZ, no fast math),
 // so this proves the device arithmetic too. [cpu] checks every y against sampled amax (edges
 // and fresh random values); the hidden [exhaustive] case checks every amax.
+// clang-format off
+#include <cmath>  // first: the template calls fmaf and copysignf, which a device compiler provides
+#include "arfuse/templates/fp8_divide.cuh"
+// clang-format on
+
 #include <algorithm>
-#include <cmath>
 
 #include "arfuse/reference/numerics.hpp"
-#include "arfuse/templates/fp8_divide.cuh"
 
 #include "support.hpp"
 

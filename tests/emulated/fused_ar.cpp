@@ -11,7 +11,8 @@
 #include "arfuse/jit/spec_set.hpp"
 #include "arfuse/reference/block_scaled.hpp"
 #include "arfuse/reference/model.hpp"
-#include "arfuse/runtime/launch.hpp"
+#include "arfuse/runtime/kernel_args.hpp"
+#include "arfuse/templates/quant_table.cuh"
 #include "arfuse/templates/signal.cuh"
 
 #include "emulated_kernel.hpp"
@@ -29,7 +30,7 @@ struct FusedCase {
   std::string target;
   int world, stage, tokens, hidden;
   DType dtype;
-  Quant quant;
+  test::QuantCase quant;
   Norm norm;
   bool epilogue = true;  // false: the plain all-reduce
   int group = 128;
@@ -41,7 +42,7 @@ struct FusedCase {
 
 RowStrides rows_of(const FusedCase& c) {
   if (!c.epilogue) return detail::row_strides(test::allreduce_layout(c.tokens, c.hidden, c.dtype, c.strided));
-  const EpilogueMode mode{c.quant, c.norm, c.group, c.scale_format, c.scale_layout};
+  const EpilogueMode mode = test::mode_of(c.quant, c.norm, c.group, c.scale_format, c.scale_layout);
   return detail::row_strides(test::epilogue_layout(c.tokens, c.hidden, c.dtype, mode, c.strided, c.out_width));
 }
 
@@ -75,8 +76,8 @@ void plant_order_probe(std::vector<Bits16>& inputs, std::vector<RankBuffers>& ra
 KernelSpec spec_of(const FusedCase& c) {
   KernelSpec s;
   s.module = c.epilogue ? Module::fused_ar : Module::allreduce;
-  s.hidden = c.hidden, s.dtype = c.dtype, s.mode = EpilogueMode{c.quant, c.norm};
-  if (is_group_fp8(c.quant)) s.mode.group_size = c.group, s.mode.scale_format = c.scale_format;
+  s.hidden = c.hidden, s.dtype = c.dtype, s.mode = test::mode_of(c.quant, c.norm);
+  if (c.quant.quant == Quant::fp8_group) s.mode.group_size = c.group, s.mode.scale_format = c.scale_format;
   s.world = c.world, s.stage = c.stage;
   s.target = Target::parse(c.target);
   s.views = c.strided || c.out_width != 0;
@@ -114,11 +115,12 @@ int out_unit(const FusedCase& c) { return !c.epilogue || c.quant == Quant::none 
 
 OutputSizes output_sizes(const FusedCase& c) {
   const size_t n = size_t(c.tokens) * size_t(c.hidden);
-  const bool mx = is_mxfp4(c.quant), grouped = is_group_fp8(c.quant) || mx;
-  const size_t scale_count = is_nvfp4(c.quant)        ? reference::nvfp4_scale_count(c.tokens, c.hidden, c.scale_layout)
-                             : is_static_fp8(c.quant) ? 0
-                             : grouped                ? n / size_t(mx ? 32 : c.group)
-                                                      : size_t(c.tokens);
+  const bool mx = c.quant.quant == Quant::mxfp4, grouped = c.quant.quant == Quant::fp8_group || mx;
+  const size_t scale_count = c.quant.quant == Quant::nvfp4
+                                 ? reference::nvfp4_scale_count(c.tokens, c.hidden, c.scale_layout)
+                             : c.quant.quant == Quant::fp8_static ? 0
+                             : grouped                            ? n / size_t(mx ? 32 : c.group)
+                                                                  : size_t(c.tokens);
   return {size_t(c.tokens) * size_t(rows_of(c).out) * size_t(out_unit(c)), scale_count};
 }
 
@@ -135,8 +137,8 @@ std::vector<FusedArgs> prepare_ranks(const FusedCase& c, std::vector<RankBuffers
     b.out = test::poisoned<std::uint8_t>(sizes.out_bytes),
     b.scales = test::poisoned<std::uint8_t>(sizes.scale_count * 4);
   }
-  const auto strides =
-      detail::scale_strides(EpilogueMode{c.quant, c.norm, c.group, c.scale_format, c.scale_layout}, c.tokens, c.hidden);
+  const auto strides = detail::scale_strides(test::mode_of(c.quant, c.norm, c.group, c.scale_format, c.scale_layout),
+                                             c.tokens, c.hidden);
   std::vector<FusedArgs> args(ranks.size());
   for (size_t r = 0; r < ranks.size(); ++r) {
     FusedArgs& a = args[r];
@@ -152,7 +154,7 @@ std::vector<FusedArgs> prepare_ranks(const FusedCase& c, std::vector<RankBuffers
     a.mirror = b.mirror.data(), a.timeout_ns = 600'000'000'000ull, a.input = b.input.data(), a.check_call = 1;
     a.scale_row_stride = strides.row, a.scale_group_stride = strides.group;
     a.strides = rows;
-    a.quant_scale = reads_quant_scale(c.quant) ? quant_scale : nullptr;
+    a.quant_scale = reads_quant_scale(c.quant.quant) ? quant_scale : nullptr;
   }
   return args;
 }
@@ -170,9 +172,9 @@ void run_call(const FusedCase& c, const EmulatedKernel& kernel, std::vector<Rank
   for (auto& r : ranks) r.input = test::spread_rows(r.input, tokens, hidden, rows.input);
   const Bits16 weight = test::random_tensor(rng, size_t(hidden), c.dtype, 0.5f);
   const Bits16 sum = reference::fold(inputs, c.dtype);
-  const EpilogueMode mode{c.quant, c.norm, c.group, c.scale_format, c.scale_layout};
+  const EpilogueMode mode = test::mode_of(c.quant, c.norm, c.group, c.scale_format, c.scale_layout);
   reference::EpilogueConfig config{
-      hidden, c.dtype, mode, 1e-5f, Target::parse(c.target), test::test_quant_scale(c.quant)};
+      hidden, c.dtype, mode, 1e-5f, Target::parse(c.target), test::test_quant_scale(c.quant.quant)};
   const Bits16 residual_rows = c.epilogue ? test::spread_rows(residual, tokens, hidden, rows.residual_in) : residual;
   std::vector<FusedArgs> args = prepare_ranks(c, ranks, residual_rows, weight, &config.quant_scale);
   launch_ranks(kernel, args, grid, world);
@@ -190,23 +192,22 @@ void run_call(const FusedCase& c, const EmulatedKernel& kernel, std::vector<Rank
   }
   const auto expected = reference::epilogue(config, tokens, sum, residual, weight);
   const int unit = out_unit(c);
-  const int out_row_bytes = packs_fp4(c.quant) ? hidden / 2 : hidden * unit;
+  const int out_row_bytes = packs_fp4(c.quant.quant) ? hidden / 2 : hidden * unit;
   for (int r = 0; r < world; ++r) {
     INFO("rank " << r);
     const RankBuffers& b = ranks[size_t(r)];
     const auto out = test::packed_rows(b.out, tokens, out_row_bytes, rows.out * unit,
-                                       packs_fp4(c.quant) ? out_row_bytes : rows.out_width * unit, "out");
+                                       packs_fp4(c.quant.quant) ? out_row_bytes : rows.out_width * unit, "out");
     const Bits16 residual_out =
         test::packed_rows(b.residual_out, tokens, hidden, rows.residual_out, hidden, "residual_out");
-    const Bits16 mirror = writes_mirror(c.quant)
-                              ? test::packed_rows(b.mirror, tokens, hidden, rows.mirror, hidden, "mirror")
-                              : Bits16(b.mirror.begin(), b.mirror.begin() + long(n));
+    const Bits16 mirror = c.quant.mirror ? test::packed_rows(b.mirror, tokens, hidden, rows.mirror, hidden, "mirror")
+                                         : Bits16(b.mirror.begin(), b.mirror.begin() + long(n));
     test::require_epilogue_bytes({residual_out, out, b.scales, mirror}, expected, config, tokens);
   }
 }
 
 void check_fused(const FusedCase& c, unsigned grid, int calls) {
-  CAPTURE(c.target, c.world, c.stage, c.tokens, c.hidden, to_string(c.dtype), to_string(c.quant), to_string(c.norm),
+  CAPTURE(c.target, c.world, c.stage, c.tokens, c.hidden, to_string(c.dtype), test::text(c.quant), to_string(c.norm),
           c.epilogue, c.strided, c.out_width, c.group, to_string(c.scale_format), to_string(c.scale_layout), grid);
   const EmulatedKernel kernel(spec_of(c));
   std::vector<RankBuffers> ranks(static_cast<size_t>(c.world));
@@ -223,34 +224,34 @@ TEST_CASE("emulated AMD fused all-reduce kernels equal the reference on every ra
   using F = ScaleFormat;
   using L = ScaleLayout;
   // Seven rows: with two stages and W = 8 the last rank has no share, with W = 4 an uneven one.
-  check_fused({"gfx1250", 2, 1, 7, 6144, DType::bf16, Quant::fp8_mirror, Norm::rms}, 3, 2);
-  check_fused(
-      {"gfx1250", 4, 2, 7, 2880, DType::f16, Quant::fp8_group_mirror, Norm::gemma, true, 32, F::e8m0, L::column_major},
-      2, 2);
-  check_fused({"gfx1250", 8, 2, 7, 2048, DType::bf16, Quant::mxfp4_mirror, Norm::rms}, 2, 1);
+  check_fused({"gfx1250", 2, 1, 7, 6144, DType::bf16, test::mirror(Quant::fp8), Norm::rms}, 3, 2);
+  check_fused({"gfx1250", 4, 2, 7, 2880, DType::f16, test::mirror(Quant::fp8_group), Norm::gemma, true, 32, F::e8m0,
+               L::column_major},
+              2, 2);
+  check_fused({"gfx1250", 8, 2, 7, 2048, DType::bf16, test::mirror(Quant::mxfp4), Norm::rms}, 2, 1);
   check_fused({"gfx1100", 4, 1, 9, 7168, DType::bf16, Quant::none, Norm::gemma}, 2, 1);
   check_fused({"gfx942", 4, 1, 7, 8192, DType::bf16, Quant::mxfp4, Norm::gemma}, 2, 2);
   check_fused({"gfx942", 2, 2, 9, 2880, DType::bf16, Quant::fp8, Norm::rms}, 3, 1);
   check_fused({"gfx942", 8, 1, 7, 4096, DType::f16, Quant::fp8_group, Norm::rms, true, 128, F::ue8m0_f32}, 2, 1);
   check_fused({"gfx90a", 4, 2, 7, 5120, DType::f16, Quant::none, Norm::rms, false}, 2, 2);
   // Static per-tensor FP8 and NVFP4, both scale layouts (swizzled: the grid writes the padding rows).
-  check_fused({"gfx1250", 4, 2, 7, 6144, DType::bf16, Quant::fp8_static_mirror, Norm::rms}, 2, 2);
+  check_fused({"gfx1250", 4, 2, 7, 6144, DType::bf16, test::mirror(Quant::fp8_static), Norm::rms}, 2, 2);
   check_fused({"gfx942", 2, 1, 9, 2880, DType::f16, Quant::fp8_static, Norm::gemma}, 3, 1);
-  check_fused(
-      {"gfx950", 4, 1, 7, 7168, DType::bf16, Quant::nvfp4_mirror, Norm::rms, true, 128, F::f32, L::swizzled_128x4}, 3,
-      2);
+  check_fused({"gfx950", 4, 1, 7, 7168, DType::bf16, test::mirror(Quant::nvfp4), Norm::rms, true, 128, F::f32,
+               L::swizzled_128x4},
+              3, 2);
   check_fused({"gfx1250", 8, 2, 9, 2064, DType::bf16, Quant::nvfp4, Norm::gemma, true, 128, F::f32, L::row_major}, 2,
               1);
   // Strided caller tensors (the staging copy reads the strided input) and padded outputs.
   const FusedCase strided_none{"gfx1250", 4,    2,   7,      2880,         DType::bf16, Quant::none,
                                Norm::rms, true, 128, F::f32, L::row_major, true,        3072};
   check_fused(strided_none, 2, 2);
-  check_fused({"gfx942", 2, 1, 9, 6144, DType::f16, Quant::fp8_mirror, Norm::gemma, true, 128, F::f32, L::row_major,
-               true, 6400},
+  check_fused({"gfx942", 2, 1, 9, 6144, DType::f16, test::mirror(Quant::fp8), Norm::gemma, true, 128, F::f32,
+               L::row_major, true, 6400},
               3, 1);
-  check_fused(
-      {"gfx1100", 4, 1, 7, 4096, DType::bf16, Quant::mxfp4_mirror, Norm::rms, true, 128, F::f32, L::row_major, true}, 2,
-      1);
+  check_fused({"gfx1100", 4, 1, 7, 4096, DType::bf16, test::mirror(Quant::mxfp4), Norm::rms, true, 128, F::f32,
+               L::row_major, true},
+              2, 1);
   check_fused({"gfx942", 2, 2, 7, 2048, DType::bf16, Quant::none, Norm::rms, false, 128, F::f32, L::row_major, true}, 2,
               1);
 }
@@ -308,7 +309,8 @@ TEST_CASE("emulated fused kernel: ranks whose calls differ record the mismatch a
   launch_ranks(call.kernel, args, 2, 2);
   const auto& ranks = call.ranks;
   const auto descriptor = [&](int tokens) {
-    return call_descriptor(unsigned(tokens), unsigned(c.hidden), true, unsigned(c.quant), unsigned(c.norm),
+    return call_descriptor(unsigned(tokens), unsigned(c.hidden), true,
+                           unsigned(quant_code(int(c.quant.quant), c.quant.mirror)), unsigned(c.norm),
                            unsigned(c.stage), true, unsigned(c.group), unsigned(c.scale_format));
   };
   for (int r = 0; r < 2; ++r) {

@@ -1,12 +1,16 @@
 // [cpu] KernelSpec validation, canonical forms and round trips; targets; block shapes.
+#include "arfuse/jit/kernel_spec.hpp"
+
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "arfuse/error.hpp"
 #include "arfuse/jit/block_shape.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
 #include "arfuse/jit/spec_set.hpp"
+#include "arfuse/templates/codes.cuh"
+#include "arfuse/templates/signal.cuh"
 
 #include "support.hpp"
 
@@ -16,7 +20,7 @@ using Catch::Contains;
 
 TEST_CASE("spec text and JSON forms round-trip for every module", "[cpu][spec]") {
   const std::string text = GENERATE(
-      as<std::string>{}, "rmsnorm_quant/h6144/bf16/fp8/rms/sm_90", "rmsnorm_quant/h2880/f16/fp8_mirror/gemma/gfx942",
+      as<std::string>{}, "rmsnorm_quant/h6144/bf16/fp8/rms/sm_90", "rmsnorm_quant/h2880/f16/fp8/mirror/gemma/gfx942",
       "token_quant/h8192/bf16/sm_90a", "fused_ar/h5120/f16/none/gemma/w8/s2/gfx1250",
       "allreduce/h6144/bf16/w2/s1/sm_100", "rmsnorm_quant/h2880/bf16/none/rms/views/sm_90",
       "group_quant/h7168/bf16/mxfp4/views/gfx942", "fused_ar/h6144/bf16/fp8/rms/w4/s1/views/sm_90");
@@ -57,7 +61,8 @@ TEST_CASE("spec validation names the bad value and what is allowed", "[cpu][spec
   REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h40000/bf16/fp8/rms/sm_90"), Contains("at most 32768"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6144/f32/fp8/rms/sm_90"),
                       Contains("unknown dtype 'f32'") && Contains("f16, bf16"));
-  REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6144/bf16/int8/rms/sm_90"), Contains("fp8_mirror"));
+  REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6144/bf16/int8/rms/sm_90"),
+                      Contains("allowed are none, fp8, fp8_group, mxfp4, fp8_static, nvfp4"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8/layer/sm_90"), Contains("rms, gemma"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("fused_ar/h6144/bf16/fp8/rms/w9/s1/sm_90"),
                       Contains("world size 9") && Contains("2 to 8"));
@@ -158,9 +163,9 @@ TEST_CASE("block-scaled modes: text, JSON and packed forms carry the group size 
   CHECK(KernelSpec::from_json(g.json()) == g);
   CHECK(g.json()["group_size"] == 128);
   CHECK(g.json()["scale_format"] == "ue8m0_f32");
-  const auto mx = KernelSpec::parse("rmsnorm_quant/h2880/f16/mxfp4_mirror/gemma/sm_90");
+  const auto mx = KernelSpec::parse("rmsnorm_quant/h2880/f16/mxfp4/mirror/gemma/sm_90");
   CHECK(mx.canonical().mode.group_size == 0);  // MXFP4's blocks are always 32: no field
-  CHECK(mx.text() == "rmsnorm_quant/h2880/f16/mxfp4_mirror/gemma/sm_90");
+  CHECK(mx.text() == "rmsnorm_quant/h2880/f16/mxfp4/mirror/gemma/sm_90");
   CHECK(KernelSpec::from_json(mx.json()) == mx);
   // A group size or format set on a mode without groups is not part of the spec.
   KernelSpec plain = KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8/rms/sm_90");
@@ -194,9 +199,20 @@ TEST_CASE("block-scaled modes: bad group sizes and hidden sizes are named", "[cp
       nlohmann::json::parse(
           R"({"specs": [{"module": "rmsnorm_quant", "hidden": [2880], "dtype": "bf16", "norm": "rms"}]})"),
       sm90);
-  // none, fp8, fp8_mirror, mxfp4, fp8_static, nvfp4 and the mirrors of the last three: group 128
-  // does not divide 2880
-  CHECK(set.specs.size() == 9);
+  // none, fp8, mxfp4, fp8_static, nvfp4: group 128 does not divide 2880, and "mirror" is false
+  // unless named
+  CHECK(set.specs.size() == 5);
+  set = parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "rmsnorm_quant", "hidden": [2880], "dtype":
+      "bf16", "norm": "rms", "mirror": [false, true]}]})"),
+                       sm90);
+  CHECK(set.specs.size() == 5 + 4);  // each mode with its mirror too, but none (the mirror needs a quant mode)
+  CHECK_THROWS_WITH(parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "rmsnorm_quant", "quant": "none",
+      "mirror": true}]})"),
+                                   sm90),
+                    Contains("$.specs[0]") && Contains("mirror is set with quant none"));
+  CHECK_THROWS_WITH(
+      parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "rmsnorm_quant", "mirror": "yes"}]})"), sm90),
+      Contains("$.specs[0].mirror[0]") && Contains("true or false"));
   CHECK_THROWS_WITH(parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "rmsnorm_quant", "hidden": 2880,
       "quant": "fp8_group"}]})"),
                                    sm90),
@@ -213,17 +229,62 @@ TEST_CASE("block-scaled modes: bad group sizes and hidden sizes are named", "[cp
   CHECK(KernelSpec::parse("group_quant/h5120/bf16/nvfp4/sm_90").mode.quant == Quant::nvfp4);
   CHECK(KernelSpec::parse("group_quant/h5120/bf16/fp8_static/sm_90").text() ==
         "group_quant/h5120/bf16/fp8_static/sm_90");
-  CHECK(KernelSpec::parse("rmsnorm_quant/h2880/f16/nvfp4_mirror/gemma/sm_90").text() ==
-        "rmsnorm_quant/h2880/f16/nvfp4_mirror/gemma/sm_90");
+  CHECK(KernelSpec::parse("rmsnorm_quant/h2880/f16/nvfp4/mirror/gemma/sm_90").text() ==
+        "rmsnorm_quant/h2880/f16/nvfp4/mirror/gemma/sm_90");
   CHECK_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6152/bf16/nvfp4/rms/sm_90"), Contains("divisible by 16"));
   CHECK_THROWS_WITH(KernelSpec::parse("group_quant/h7168/bf16/fp8/sm_90"),
                     Contains("fp8_group, mxfp4, fp8_static or nvfp4"));
-  CHECK_THROWS_WITH(KernelSpec::parse("group_quant/h7168/bf16/nvfp4_mirror/sm_90"),
-                    Contains("fp8_group, mxfp4, fp8_static or nvfp4, not nvfp4_mirror"));
+  CHECK_THROWS_WITH(KernelSpec::parse("group_quant/h7168/bf16/nvfp4/mirror/sm_90"),
+                    Contains("group_quant writes no mirror"));
   CHECK_THROWS_WITH(
       parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "group_quant", "quant": "fp8"}]})"), sm90),
       Contains("$.specs[0]") && Contains("fp8_group, mxfp4, fp8_static or nvfp4"));
   // Without "quant": the modes it takes, with the default group 128 and fp32 scales, both dtypes.
   set = parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "group_quant", "hidden": 4096}]})"), sm90);
   CHECK(set.specs.size() == 4 * 2);
+}
+
+// One codec (templates/codes.cuh): a spec's packed number, the mode argument of the PyTorch ops
+// and a call descriptor put each field in one place, and each decodes back to what was encoded.
+TEST_CASE("packed specs, mode codes and call descriptors round-trip over every default spec", "[cpu][spec]") {
+  std::vector<Target> targets;
+  for (const char* name : {"sm_80", "sm_90", "sm_100", "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1200", "gfx1250"})
+    targets.push_back(Target::parse(name));
+  const auto specs = default_specs(targets);
+  REQUIRE(specs.size() > 1000);
+  std::map<std::pair<std::uint64_t, std::string>, std::string> seen;
+  for (const KernelSpec& s : specs) {
+    CAPTURE(s.text());
+    CHECK(KernelSpec::unpacked(s.packed(), s.target) == s.canonical());
+    const auto [it, inserted] = seen.emplace(std::make_pair(s.packed(), s.target.name()), s.text());
+    CHECK(it->second == s.text());  // one number per kernel of a target
+    if (!uses_quant(s.module)) continue;
+    for (ScaleLayout layout : all_scale_layouts()) {
+      EpilogueMode mode = s.mode;
+      mode.scale_layout = layout;
+      if (!takes_group_size(mode.quant)) mode.group_size = 128, mode.scale_format = ScaleFormat::f32;
+      const auto back = mode_of_code(mode_code(mode));
+      REQUIRE(back.has_value());
+      CHECK(*back == mode);
+    }
+    const unsigned long long call = call_descriptor(
+        2517, unsigned(s.hidden), s.dtype == DType::bf16, unsigned(s.quant_code()), unsigned(s.mode.norm),
+        unsigned(s.stage), s.module == Module::fused_ar, unsigned(s.mode.group_size), unsigned(s.mode.scale_format));
+    CHECK(call_tokens(call) == 2517);
+    CHECK(call_hidden(call) == unsigned(s.hidden));
+    CHECK(call_quant(call) == unsigned(s.quant_code()));
+    CHECK(call_group(call) == unsigned(s.mode.group_size));
+    CHECK(call_norm(call) == unsigned(s.mode.norm));
+    CHECK(call_stage(call) == unsigned(s.stage));
+    // The call's fields sit where the spec's do: a call descriptor without its tokens is the
+    // spec's number without the spec's own fields.
+    const std::uint64_t spec_fields =
+        codes::ModuleBits::put(~0u) | codes::WorldBits::put(~0u) | codes::ViewsBits::put(~0u);
+    CHECK((call & ~std::uint64_t(codes::TokensBits::mask())) == (s.packed() & ~spec_fields));
+  }
+  // Numbers no encoder makes are refused, not read as some mode.
+  CHECK_FALSE(mode_of_code(-1).has_value());
+  CHECK_FALSE(mode_of_code(std::int64_t(codes::QuantBits::put(15))).has_value());
+  CHECK_FALSE(mode_of_code(std::int64_t(codes::ScaleLayoutBits::put(3))).has_value());
+  CHECK_FALSE(mode_of_code(std::int64_t(codes::TokensBits::put(1))).has_value());
 }

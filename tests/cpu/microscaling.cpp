@@ -4,6 +4,8 @@
 // threshold, UE8M0 rounding and E8M0 bytes for every exponent, floor(log2) and MXFP4's shared
 // exponent for every exponent and subnormal. Host f32 arithmetic is IEEE like the GPU's, and
 // these steps use no other arithmetic, so this checks what the GPU computes.
+#include "arfuse/reference/microscaling.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,7 +13,6 @@
 #include <random>
 
 #include "arfuse/reference/block_scaled.hpp"
-#include "arfuse/reference/microscaling.hpp"
 #include "arfuse/reference/numerics.hpp"
 #include "arfuse/templates/microscaling.cuh"
 

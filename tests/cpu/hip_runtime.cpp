@@ -2,13 +2,14 @@
 // table binds, every entry point that needs a device fails with Unavailable naming the library
 // and its version, HIP error codes become DeviceError with HIP's names, gcnArchName parsing,
 // and the backend choice. The [gpu] suites run through the same backend on the H200 with
-// HIP_OVER_CUDA_FOR_TESTS=1 (tests/support/hip_over_cuda.hpp).
+// HIP_OVER_CUDA_FOR_TESTS=1 (tools/hip_over_cuda/hip_over_cuda.hpp).
+#include "arfuse/runtime/device/hip_runtime.hpp"
+
 #include <cstdlib>
 #include <string>
 
 #include "arfuse/error.hpp"
 #include "arfuse/runtime/device/backend.hpp"
-#include "arfuse/runtime/device/hip_runtime.hpp"
 
 #include "hip_over_cuda.hpp"
 #include "support.hpp"
@@ -91,7 +92,7 @@ TEST_CASE("the device backend is chosen by ARFUSE_DEVICE_BACKEND: cuda, hip or a
 
 TEST_CASE("the [gpu] suites run through the backend asked for", "[gpu][hip]") {
   const Device device(0);
-  if (arfuse::test::hip_over_cuda_requested()) {
+  if (arfuse::tools::hip_over_cuda_requested()) {
     // Every device call of this process goes through the HIP backend's code; the target comes
     // from gcnArchName as the adapter reports it.
     CHECK(std::string(Device::runtime()) == "HIP");

@@ -1,6 +1,7 @@
 // [gpu] What arfuse-cache code-diff reads from a cubin without a GPU (registers, shared and local
 // memory, and the blocks per SM they allow) against what the driver says of the loaded kernel.
 #include "arfuse/jit/kernel_footprint.hpp"
+
 #include "arfuse/runtime/context.hpp"
 
 #include "support.hpp"
@@ -13,11 +14,13 @@ TEST_CASE("a kernel's footprint and blocks per SM read from its cubin are the dr
   std::vector<KernelSpec> specs;
   for (const int hidden : {2048, 2880, 6144, 8192}) {
     const int group = hidden % 128 == 0 ? 128 : 32;
-    for (const Quant quant : {Quant::none, Quant::fp8, Quant::fp8_group, Quant::mxfp4, Quant::fp8_mirror}) {
-      specs.push_back(spec_for(ctx, Module::rmsnorm_quant, hidden, DType::bf16, EpilogueMode{quant, Norm::rms, group}));
+    for (const test::QuantCase quant :
+         {test::QuantCase(Quant::none), {Quant::fp8}, {Quant::fp8_group}, {Quant::mxfp4}, test::mirror(Quant::fp8)}) {
+      specs.push_back(
+          spec_for(ctx, Module::rmsnorm_quant, hidden, DType::bf16, test::mode_of(quant, Norm::rms, group)));
       for (const int world : {2, 4, 8}) {
         for (const int stage : {1, 2})
-          specs.push_back(spec_for(ctx, Module::fused_ar, hidden, DType::bf16, EpilogueMode{quant, Norm::rms, group},
+          specs.push_back(spec_for(ctx, Module::fused_ar, hidden, DType::bf16, test::mode_of(quant, Norm::rms, group),
                                    world, stage));
       }
     }

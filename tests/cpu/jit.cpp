@@ -26,9 +26,9 @@ TEST_CASE("render: self-contained program, name expression, options", "[cpu][jit
   for (const auto& t : src.templates) names.push_back(t.name);
   CHECK(names == std::vector<std::string>{"rmsnorm_quant.cuh", "epilogue.cuh", "fp8_divide.cuh", "host_device.cuh",
                                           "limits.cuh", "microscaling.cuh", "platform.cuh", "quant/group_fp8.cuh",
-                                          "quant/blocks.cuh", "row.cuh", "quant/fp8_vectors.cuh", "quant/mxfp4.cuh",
-                                          "quant/nvfp4.cuh", "quant/call_scale.cuh", "quant/static_fp8.cuh",
-                                          "quant/token_fp8.cuh", "reduce.cuh"});
+                                          "quant/blocks.cuh", "row.cuh", "quant_table.cuh", "quant/fp8_vectors.cuh",
+                                          "quant/mxfp4.cuh", "quant/nvfp4.cuh", "quant/call_scale.cuh",
+                                          "quant/static_fp8.cuh", "quant/token_fp8.cuh", "reduce.cuh"});
   CHECK(src.options[0] == "--gpu-architecture=sm_90");
   CHECK(std::find(src.options.begin(), src.options.end(), "--fmad=false") != src.options.end());
   CHECK(std::find(src.options.begin(), src.options.end(), "-DARFUSE_HW_PAIRED_F16=1") != src.options.end());
@@ -37,7 +37,8 @@ TEST_CASE("render: self-contained program, name expression, options", "[cpu][jit
   CHECK(std::find(amd.options.begin(), amd.options.end(), "-DARFUSE_WARP_SIZE=64") != amd.options.end());
   CHECK(std::find(amd.options.begin(), amd.options.end(), "-DARFUSE_FP8_FNUZ=1") != amd.options.end());
   CHECK(std::find(amd.options.begin(), amd.options.end(), "-DARFUSE_HW_PAIRED_F16=0") != amd.options.end());
-  CHECK(amd.templates.size() == names.size() + 1);  // the same and signal.cuh, fused_ar.cuh for rmsnorm_quant.cuh
+  // The same, fused_ar.cuh in place of rmsnorm_quant.cuh, and signal.cuh with the codec it packs with.
+  CHECK(amd.templates.size() == names.size() + 2);
 }
 
 TEST_CASE("launch bounds: a minimum of resident blocks only where it was measured to pay", "[cpu][jit]") {
@@ -54,12 +55,12 @@ TEST_CASE("launch bounds: a minimum of resident blocks only where it was measure
   CHECK(min_blocks("fused_ar/h8192/bf16/fp8/rms/w4/s1/sm_90") == 2);
   CHECK(min_blocks("fused_ar/h7688/f16/none/gemma/w2/s1/sm_80") == 2);
   CHECK(min_blocks("fused_ar/h6144/bf16/none/rms/w4/s1/sm_90") == 3);
-  CHECK(min_blocks("fused_ar/h6144/f16/fp8_mirror/gemma/w8/s1/sm_90") == 2);
+  CHECK(min_blocks("fused_ar/h6144/f16/fp8/mirror/gemma/w8/s1/sm_90") == 2);
   CHECK(min_blocks("fused_ar/h6144/bf16/mxfp4/rms/w8/s1/sm_90") == 2);
   CHECK(min_blocks("rmsnorm_quant/h6144/bf16/fp8/rms/sm_90") == 4);
-  CHECK(min_blocks("rmsnorm_quant/h6144/f16/mxfp4_mirror/gemma/sm_90") == 4);
+  CHECK(min_blocks("rmsnorm_quant/h6144/f16/mxfp4/mirror/gemma/sm_90") == 4);
   CHECK(min_blocks("rmsnorm_quant/h6144/bf16/fp8/rms/sm_89") == 4);  // 1536 threads per SM: 4 x 384 fit
-  for (const char* none : {"fused_ar/h8192/bf16/fp8/rms/w4/s2/sm_90", "fused_ar/h8192/f16/fp8_mirror/gemma/w8/s1/sm_90",
+  for (const char* none : {"fused_ar/h8192/bf16/fp8/rms/w4/s2/sm_90", "fused_ar/h8192/f16/fp8/mirror/gemma/w8/s1/sm_90",
                            "fused_ar/h6144/bf16/fp8/rms/w8/s2/sm_90", "fused_ar/h7680/bf16/fp8/rms/w4/s1/sm_90",
                            "fused_ar/h4096/bf16/fp8/rms/w4/s1/sm_90", "fused_ar/h16384/bf16/fp8/rms/w2/s1/sm_90",
                            "fused_ar/h8192/bf16/fp8/rms/w4/s1/gfx942", "allreduce/h8192/bf16/w4/s1/sm_90",
@@ -136,10 +137,10 @@ TEST_CASE("NVRTC compiles the fused kernels' block-scaled and static modes for s
   auto nvrtc = nvrtc_compiler();
   for (const char* spec :
        {"fused_ar/h7168/bf16/fp8_group/g128/f32/rms/w8/s1/sm_90",
-        "fused_ar/h8192/f16/fp8_group_mirror/g64/ue8m0_f32/gemma/w4/s2/sm_90",
+        "fused_ar/h8192/f16/fp8_group/g64/ue8m0_f32/mirror/gemma/w4/s2/sm_90",
         "fused_ar/h2880/bf16/fp8_group/g32/e8m0/rms/w2/s1/sm_90", "fused_ar/h2880/bf16/mxfp4/rms/w4/s1/sm_90",
-        "fused_ar/h6144/f16/mxfp4_mirror/gemma/w8/s2/sm_90", "fused_ar/h7168/bf16/fp8_static/rms/w4/s1/sm_90",
-        "fused_ar/h5120/f16/nvfp4_mirror/gemma/w8/s2/sm_90", "fused_ar/h2064/bf16/nvfp4/rms/w2/s1/sm_90"}) {
+        "fused_ar/h6144/f16/mxfp4/mirror/gemma/w8/s2/sm_90", "fused_ar/h7168/bf16/fp8_static/rms/w4/s1/sm_90",
+        "fused_ar/h5120/f16/nvfp4/mirror/gemma/w8/s2/sm_90", "fused_ar/h2064/bf16/nvfp4/rms/w2/s1/sm_90"}) {
     CAPTURE(spec);
     REQUIRE(nvrtc->compile(render(KernelSpec::parse(spec))).payload.size() > 1000);
   }
@@ -150,8 +151,8 @@ TEST_CASE("NVRTC compiles the fused kernels' block-scaled and static modes for s
 TEST_CASE("NVRTC compiles the static FP8 and NVFP4 kernels for sm_100 and sm_120", "[cpu][nvrtc]") {
   auto nvrtc = nvrtc_compiler();
   const std::string target = GENERATE(as<std::string>{}, "sm_100", "sm_120");
-  for (const char* body : {"rmsnorm_quant/h7168/bf16/nvfp4/rms/", "rmsnorm_quant/h2880/f16/fp8_static_mirror/gemma/",
-                           "fused_ar/h5120/bf16/nvfp4_mirror/rms/w4/s2/", "fused_ar/h6144/bf16/fp8_static/rms/w8/s1/",
+  for (const char* body : {"rmsnorm_quant/h7168/bf16/nvfp4/rms/", "rmsnorm_quant/h2880/f16/fp8_static/mirror/gemma/",
+                           "fused_ar/h5120/bf16/nvfp4/mirror/rms/w4/s2/", "fused_ar/h6144/bf16/fp8_static/rms/w8/s1/",
                            "group_quant/h2880/bf16/nvfp4/", "group_quant/h7168/f16/fp8_static/"}) {
     const std::string spec = body + target;
     CAPTURE(spec);
@@ -176,9 +177,9 @@ TEST_CASE("hiprtc compiles a representative set for gfx90a (wave64) and gfx1030 
   auto hiprtc = hiprtc_compiler();
   INFO(hiprtc->identity());
   const std::string target = GENERATE(as<std::string>{}, "gfx90a", "gfx1030");
-  for (const char* body : {"rmsnorm_quant/h2880/f16/fp8_mirror/gemma/", "rmsnorm_quant/h6144/bf16/none/rms/",
+  for (const char* body : {"rmsnorm_quant/h2880/f16/fp8/mirror/gemma/", "rmsnorm_quant/h6144/bf16/none/rms/",
                            "token_quant/h5120/bf16/", "fused_ar/h6144/bf16/fp8/rms/w4/s1/",
-                           "fused_ar/h8192/f16/fp8_mirror/gemma/w8/s2/", "allreduce/h4096/bf16/w2/s2/",
+                           "fused_ar/h8192/f16/fp8/mirror/gemma/w8/s2/", "allreduce/h4096/bf16/w2/s2/",
                            "rmsnorm_quant/h4096/bf16/fp8_group/g64/f32/rms/", "fused_ar/h2880/f16/mxfp4/rms/w2/s1/"}) {
     const std::string spec = body + target;
     CAPTURE(spec);

@@ -31,7 +31,7 @@ constexpr int kMaxHidden = 8192;
 struct Case {
   int tokens, hidden;
   DType dtype;
-  Quant quant;
+  test::QuantCase quant;
   Norm norm;
   int group = 128;  // fp8_group modes
   ScaleFormat scale_format = ScaleFormat::f32;
@@ -43,7 +43,7 @@ struct Case {
 
 RmsnormQuantArgs layout_of(const Case& c) {
   return test::epilogue_layout(c.tokens, c.hidden, c.dtype,
-                               EpilogueMode{c.quant, c.norm, c.group, c.scale_format, c.scale_layout}, c.strided,
+                               test::mode_of(c.quant, c.norm, c.group, c.scale_format, c.scale_layout), c.strided,
                                c.out_width);
 }
 
@@ -75,13 +75,13 @@ struct VirtualGroup {
     group->check();
   }
   AllreduceRmsnormArgs args(int r, const Case& c);
-  AllreduceRmsnormArgs args(int r, int tokens, int hidden, DType dtype, Quant quant, Norm norm) {
+  AllreduceRmsnormArgs args(int r, int tokens, int hidden, DType dtype, test::QuantCase quant, Norm norm) {
     AllreduceRmsnormArgs a;
     auto& b = ranks[size_t(r)];
     a.input = b.input.get(), a.residual_in = b.residual.get(), a.residual_out = b.residual_out.get();
     a.weight = b.weight.get(), a.eps = 1e-6f, a.out = b.out.get(), a.scales = static_cast<float*>(b.scales.get());
-    a.mirror = b.mirror.get(), a.tokens = tokens, a.hidden = hidden, a.dtype = dtype, a.mode.quant = quant,
-    a.mode.norm = norm;
+    a.mirror = b.mirror.get(), a.tokens = tokens, a.hidden = hidden, a.dtype = dtype, a.mode.quant = quant.quant,
+    a.mode.mirror = quant.mirror, a.mode.norm = norm;
     return a;
   }
   void poison() {
@@ -102,8 +102,8 @@ AllreduceRmsnormArgs VirtualGroup::args(int r, const Case& c) {
   a.residual_out_stride = layout.residual_out_stride, a.out_stride = layout.out_stride;
   a.mirror_stride = layout.mirror_stride, a.out_width = layout.out_width;
   const float* scale = static_cast<const float*>(ranks[size_t(r)].quant_scale.get());
-  if (is_static_fp8(c.quant)) a.static_scale = scale;
-  if (is_nvfp4(c.quant)) a.global_scale = scale;
+  if (c.quant.quant == Quant::fp8_static) a.static_scale = scale;
+  if (c.quant.quant == Quant::nvfp4) a.global_scale = scale;
   return a;
 }
 
@@ -129,7 +129,7 @@ VirtualGroup& group_of(int world) {
 
 reference::EpilogueConfig config_of(VirtualGroup& g, const Case& c, float quant_scale) {
   reference::EpilogueConfig config{
-      c.hidden, c.dtype, EpilogueMode{c.quant, c.norm}, 1e-6f, g.group->rank(0).device().target(), quant_scale};
+      c.hidden, c.dtype, test::mode_of(c.quant, c.norm), 1e-6f, g.group->rank(0).device().target(), quant_scale};
   config.mode.group_size = c.group, config.mode.scale_format = c.scale_format,
   config.mode.scale_layout = c.scale_layout;
   return config;
@@ -139,7 +139,7 @@ reference::EpilogueConfig config_of(VirtualGroup& g, const Case& c, float quant_
 // and the call's scale where the mode reads one; returns the reference's outputs for that scale.
 reference::EpilogueOutputs prepare(VirtualGroup& g, const Case& c, std::mt19937& rng,
                                    float quant_scale = std::numeric_limits<float>::quiet_NaN()) {
-  if (std::isnan(quant_scale)) quant_scale = test::test_quant_scale(c.quant);
+  if (std::isnan(quant_scale)) quant_scale = test::test_quant_scale(c.quant.quant);
   const size_t n = size_t(c.tokens) * c.hidden;
   std::vector<Bits16> inputs;
   for (int r = 0; r < g.world(); ++r) inputs.push_back(test::random_tensor(rng, n, c.dtype));
@@ -159,7 +159,7 @@ reference::EpilogueOutputs prepare(VirtualGroup& g, const Case& c, std::mt19937&
 
 void require_outputs(VirtualGroup& g, const Case& c, const reference::EpilogueOutputs& e, const std::string& label,
                      float quant_scale = std::numeric_limits<float>::quiet_NaN()) {
-  if (std::isnan(quant_scale)) quant_scale = test::test_quant_scale(c.quant);
+  if (std::isnan(quant_scale)) quant_scale = test::test_quant_scale(c.quant.quant);
   for (int r = 0; r < g.world(); ++r) {
     const auto& b = g.ranks[size_t(r)];
     test::require_device_epilogue({b.residual_out, b.out, b.scales, b.mirror}, e, config_of(g, c, quant_scale),
@@ -175,7 +175,8 @@ void run_eager(VirtualGroup& g, const Case& c) {
 void check_case(int world, const Case& c, bool with_graph) {
   VirtualGroup& g = group_of(world);
   auto rng = test::fresh_rng();
-  CAPTURE(world, c.tokens, c.hidden, to_string(c.dtype), to_string(c.quant), to_string(c.norm), c.strided, c.out_width);
+  CAPTURE(world, c.tokens, c.hidden, to_string(c.dtype), test::text(c.quant), to_string(c.norm), c.strided,
+          c.out_width);
   const auto expected = prepare(g, c, rng);
   for (int stage : {1, 2}) {
     g.group->force_stage(stage);
@@ -205,7 +206,7 @@ void check_case(int world, const Case& c, bool with_graph) {
 TEST_CASE("fused all-reduce: every mode, every world size, bit-exact on every rank", "[gpu][fused]") {
   const int world = GENERATE(2, 4, 8);
   const DType dtype = GENERATE(DType::bf16, DType::f16);
-  const Quant quant = GENERATE(Quant::none, Quant::fp8, Quant::fp8_mirror);
+  const test::QuantCase quant = GENERATE(as<test::QuantCase>{}, Quant::none, Quant::fp8, test::mirror(Quant::fp8));
   const Norm norm = GENERATE(Norm::rms, Norm::gemma);
   const auto shape =
       GENERATE(std::pair<int, int>{12, 6144}, std::pair<int, int>{513, 6144}, std::pair<int, int>{7, 2880});
@@ -222,9 +223,9 @@ TEST_CASE("fused all-reduce: strided views and padded outputs, every world size,
   using L = ScaleLayout;
   const Case cases[] = {
       {12, 6144, DType::bf16, Quant::none, Norm::rms, 128, F::f32, L::row_major, true, true, 6400},
-      {513, 2880, DType::f16, Quant::fp8_mirror, Norm::gemma, 128, F::f32, L::row_major, false, true, 3072},
-      {7, 7168, DType::bf16, Quant::fp8_group_mirror, Norm::rms, 64, F::ue8m0_f32, L::column_major, false, true},
-      {129, 5120, DType::bf16, Quant::mxfp4_mirror, Norm::rms, 128, F::f32, L::row_major, false, true},
+      {513, 2880, DType::f16, test::mirror(Quant::fp8), Norm::gemma, 128, F::f32, L::row_major, false, true, 3072},
+      {7, 7168, DType::bf16, test::mirror(Quant::fp8_group), Norm::rms, 64, F::ue8m0_f32, L::column_major, false, true},
+      {129, 5120, DType::bf16, test::mirror(Quant::mxfp4), Norm::rms, 128, F::f32, L::row_major, false, true},
       {300, 4096, DType::bf16, Quant::fp8, Norm::rms, 128, F::f32, L::row_major, false, false, 4352},
   };
   for (const Case& c : cases) check_case(world, c, true);
@@ -237,7 +238,7 @@ TEST_CASE("fused all-reduce: every shape, eager and graph", "[gpu][fused]") {
                std::pair<int, int>{513, 6144}, std::pair<int, int>{2517, 6144}, std::pair<int, int>{513, 6176},
                std::pair<int, int>{513, 6160}, std::pair<int, int>{2048, 8192}, std::pair<int, int>{7, 2880},
                std::pair<int, int>{300, 5120});
-  const Quant quant = GENERATE(Quant::fp8_mirror, Quant::none);
+  const test::QuantCase quant = GENERATE(as<test::QuantCase>{}, test::mirror(Quant::fp8), Quant::none);
   const DType dtype = quant == Quant::none ? DType::f16 : DType::bf16;
   check_case(world, Case{shape.first, shape.second, dtype, quant, Norm::gemma}, true);
 }
@@ -254,11 +255,11 @@ TEST_CASE("fused all-reduce: block-scaled modes, every world size, both stages, 
       world,
       Case{shape.first, shape.second, dtype, Quant::mxfp4, norm, 0, ScaleFormat::f32, ScaleLayout::row_major, true},
       graph);
-  check_case(world, Case{shape.first, shape.second, dtype, Quant::mxfp4_mirror, norm}, false);
+  check_case(world, Case{shape.first, shape.second, dtype, test::mirror(Quant::mxfp4), norm}, false);
   // Group sizes, scale formats and layouts in turn (2880 takes 32 and 64; 128 does not divide it).
   const Case groups[] = {
       {shape.first, shape.second, dtype, Quant::fp8_group, norm, 64, ScaleFormat::f32, ScaleLayout::row_major, true},
-      {shape.first, shape.second, dtype, Quant::fp8_group_mirror, norm, 32, ScaleFormat::ue8m0_f32,
+      {shape.first, shape.second, dtype, test::mirror(Quant::fp8_group), norm, 32, ScaleFormat::ue8m0_f32,
        ScaleLayout::column_major},
       {shape.first, shape.second, dtype, Quant::fp8_group, norm, shape.second % 128 == 0 ? 128 : 64, ScaleFormat::e8m0,
        ScaleLayout::row_major, true}};
@@ -280,11 +281,12 @@ TEST_CASE("fused all-reduce: static FP8 and NVFP4, every world size, both stages
   const bool graph = shape.first != 1000;
   using F = ScaleFormat;
   using L = ScaleLayout;
-  const Case cases[] = {{shape.first, shape.second, dtype, Quant::fp8_static, norm, 0, F::f32, L::row_major, true},
-                        {shape.first, shape.second, dtype, Quant::fp8_static_mirror, norm},
-                        {shape.first, shape.second, dtype, Quant::nvfp4, norm, 0, F::f32, L::swizzled_128x4, true},
-                        {shape.first, shape.second, dtype, Quant::nvfp4_mirror, norm, 0, F::f32, L::row_major},
-                        {shape.first, shape.second, dtype, Quant::nvfp4_mirror, norm, 0, F::f32, L::swizzled_128x4}};
+  const Case cases[] = {
+      {shape.first, shape.second, dtype, Quant::fp8_static, norm, 0, F::f32, L::row_major, true},
+      {shape.first, shape.second, dtype, test::mirror(Quant::fp8_static), norm},
+      {shape.first, shape.second, dtype, Quant::nvfp4, norm, 0, F::f32, L::swizzled_128x4, true},
+      {shape.first, shape.second, dtype, test::mirror(Quant::nvfp4), norm, 0, F::f32, L::row_major},
+      {shape.first, shape.second, dtype, test::mirror(Quant::nvfp4), norm, 0, F::f32, L::swizzled_128x4}};
   for (const Case& c : cases) {
     CAPTURE(to_string(c.scale_layout));
     check_case(world, c, graph);
@@ -293,8 +295,8 @@ TEST_CASE("fused all-reduce: static FP8 and NVFP4, every world size, both stages
   for (const Case& c : {cases[0], cases[2]}) {
     VirtualGroup& g = group_of(world);
     auto rng = test::fresh_rng();
-    CAPTURE(world, to_string(c.quant), "scale changed between replays");
-    const float first = test::test_quant_scale(c.quant), second = first * 0.37f;
+    CAPTURE(world, test::text(c.quant), "scale changed between replays");
+    const float first = test::test_quant_scale(c.quant.quant), second = first * 0.37f;
     auto expected = prepare(g, c, rng, first);
     g.poison();
     std::vector<std::unique_ptr<Graph>> graphs;
@@ -322,7 +324,7 @@ TEST_CASE("fused all-reduce launched programmatically waits for the kernel that 
   const int stage = GENERATE(1, 2);
   VirtualGroup& g = group_of(world);
   auto rng = test::fresh_rng();
-  const Case c{257, 6144, DType::bf16, Quant::fp8_mirror, Norm::rms};
+  const Case c{257, 6144, DType::bf16, test::mirror(Quant::fp8), Norm::rms};
   CAPTURE(world, stage);
   const auto expected = prepare(g, c, rng);
   const size_t n = size_t(c.tokens) * c.hidden;
@@ -365,7 +367,7 @@ TEST_CASE("fused all-reduce launched programmatically waits for the kernel that 
 TEST_CASE("fused fp8 output equals token_quant of the fused mirror", "[gpu][fused][sanitize]") {
   VirtualGroup& g = group_of(4);
   auto rng = test::fresh_rng();
-  const Case c{513, 6144, DType::bf16, Quant::fp8_mirror, Norm::rms};
+  const Case c{513, 6144, DType::bf16, test::mirror(Quant::fp8), Norm::rms};
   const auto expected = prepare(g, c, rng);
   g.poison();
   run_eager(g, c);
@@ -514,9 +516,9 @@ TEST_CASE("a rank whose call differs gives CallMismatch naming both calls, write
   if (differs == "norm") other.norm = Norm::gemma;
   for (int r = 0; r < world; ++r) {
     g.group->rank(r).prepare(base.hidden, base.dtype,
-                             EpilogueMode{base.quant, base.norm, base.group, base.scale_format});
+                             test::mode_of(base.quant, base.norm, base.group, base.scale_format));
     g.group->rank(r).prepare(other.hidden, other.dtype,
-                             EpilogueMode{other.quant, other.norm, other.group, other.scale_format});
+                             test::mode_of(other.quant, other.norm, other.group, other.scale_format));
   }
   g.poison();
   const auto start = std::chrono::steady_clock::now();
