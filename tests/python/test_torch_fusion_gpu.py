@@ -1,7 +1,8 @@
 """arfuse.torch_fusion on a GPU: W = 2 and 4 processes (gloo) sharing one GPU run a two-layer
 Llama-style block (linear -> all-reduce -> add -> RMSNorm -> linear, twice) compiled with and
 without the pass. With the pass: the same bytes on every rank, the first layer's output bit for
-bit what calling the op directly on the same tensors gives, and against the unfused block run
+bit what calling the op directly on the same tensors gives (and so are q and the scales of a layer
+that quantises per token group, as DeepSeek's per_token_group_quant_fp8 writes it), and against the unfused block run
 eagerly (gloo's sum, PyTorch's norm) at most the difference docs/python.md states (the block
 compiled without the pass is measured against it too, and printed). Inputs are fresh random each
 run (the seed is printed in a failure)."""
@@ -74,6 +75,25 @@ class Layer(torch.nn.Module):
         else:
             y = torch.nn.functional.rms_norm(r, (HIDDEN,), self.weight, 1e-6)
         return y @ self.up, r, y
+
+
+class GroupQuantLayer(Layer):
+    """Layer one with DeepSeek's per_token_group_quant_fp8 (groups of 128, the eps clamp) after
+    the norm: the pass makes it mode fp8_group."""
+
+    def forward(self, activation, residual):
+        import torch.distributed as dist
+
+        shard = activation.shape[-1] // self.world
+        partial = activation[:, self.rank * shard:(self.rank + 1) * shard] @ self.down
+        dist.all_reduce(partial)
+        r = partial + residual
+        y = torch.nn.functional.rms_norm(r, (HIDDEN,), self.weight, 1e-6)
+        t = y.float()
+        grouped = t.view(t.shape[0], HIDDEN // 128, 128)
+        scale = grouped.abs().amax(-1, keepdim=True).clamp(min=1e-10) / 448.0
+        q = (grouped / scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+        return q.view(t.shape), scale.squeeze(-1), r
 
 
 class Block(torch.nn.Module):
@@ -157,11 +177,37 @@ def check(dist, aft, fusion, comm, rank, world, seed):
         direct = comm.allreduce_rmsnorm(partial, residual, layer.weight, 1e-6, "none", "rms")
         torch.cuda.synchronize()
         assert torch.equal(direct[0].view(torch.int16), got[2].view(torch.int16)), f"{tokens} tokens: y1 != the op's"
+    check_group_quant(dist, fusion, comm, rank, world, seed)
     # (installed.fused counts rewrites this process made: 0 where Inductor's FX graph cache served the graph;
     # y1 equal to the op's output above proves the rewrite.)
     print(f"rank {rank} of {world}: largest difference to the unfused block run eagerly: fused {eager['fused']}, "
           f"compiled without the pass {eager['unfused']} (bf16 ulps; relative: max |diff| / max |value|)", flush=True)
     assert eager["fused"]["relative"] <= BOUND, f"{eager['fused']['relative']}: more than the {BOUND} docs/python.md states"
+
+
+def check_group_quant(dist, fusion, comm, rank, world, seed):
+    """The per-token-group FP8 layer compiled with the pass: q, scales and the residual are the
+    op's bytes (mode fp8_group) on the same tensors, the same on every rank."""
+    layer = GroupQuantLayer(rank, world, seed + 7, "rms_norm")
+    torch._dynamo.reset()
+    fused = torch.compile(layer, fullgraph=True, dynamic=True, options=fusion.options(comm))
+    comm.prepare(HIDDEN, torch.bfloat16, "fp8_group", "rms")
+    for tokens in TOKENS:
+        g = torch.Generator().manual_seed(seed + 1000 + tokens)
+        activation = torch.randn(tokens, 2 * HIDDEN, generator=g).bfloat16().cuda()
+        residual = (torch.randn(tokens, HIDDEN, generator=g) * 4).bfloat16().cuda()
+        with torch.no_grad():
+            q, scales, r = fused(activation, residual)
+            shard = activation.shape[-1] // world
+            partial = activation[:, rank * shard:(rank + 1) * shard] @ layer.down
+            direct = comm.allreduce_rmsnorm(partial, residual, layer.weight, 1e-6, "fp8_group", "rms", 128)
+        torch.cuda.synchronize()
+        comm.check()
+        assert torch.equal(direct[0].view(torch.uint8), q.view(torch.uint8)), f"{tokens} tokens: q != the op's"
+        assert torch.equal(direct[2], scales), f"{tokens} tokens: scales != the op's"
+        assert torch.equal(direct[1].view(torch.int16), r.view(torch.int16)), f"{tokens} tokens: residual"
+        for name, t in (("q", q), ("scales", scales)):
+            same_on_every_rank(dist, t, f"{tokens} tokens: grouped {name}")
 
 
 @pytest.mark.parametrize("world", [2, 4])
