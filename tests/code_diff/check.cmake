@@ -2,7 +2,8 @@
 # arfuse-cache code-diff on sm_90 caches warmed here (NVRTC, no GPU): templates with a comment or
 # an unused constant added give the same code for every spec; an f32 add turned into a subtraction changes the
 # kernels that add in f32 (BF16 none and per-token FP8) and not MXFP4's, which adds in pairs on
-# sm_90; 32 bytes more shared memory is shown as the kernels' footprint change, and ls --footprint
+# sm_90; 32 bytes more shared memory is shown as the kernels' footprint change, each differing spec
+# with its code size in instructions and their sum, and ls --footprint
 # gives each entry's; a missing folder is a usage error, not a list of missing specs.
 cmake_minimum_required(VERSION 3.20)
 file(REMOVE_RECURSE ${WORK})
@@ -69,7 +70,24 @@ expect("1 specs with the same code, 2 differ, 0 only in")
 run(1 ${CACHE} --cache-dir ${WORK}/original code-diff ${WORK}/bigger)
 expect("0 specs with the same code, 3 differ, 0 only in")
 expect("of those that differ, 3 have another footprint, 0 of them other blocks per SM")
-string(REGEX MATCH "DIFFERS rmsnorm_quant/h2048/bf16/mxfp4/rms/sm_90 \\(shared ([0-9]+) -> ([0-9]+) B; [0-9]+ -> [0-9]+ blocks of 256 threads per SM\\)" line "${last_output}")
+# Each spec's code size on both sides, and their sums.
+string(REGEX MATCHALL "DIFFERS [a-z0-9_/]+: code [0-9]+ instructions -> [0-9]+ instructions" sized "${last_output}")
+set(before_sum 0)
+set(after_sum 0)
+foreach(one IN LISTS sized)
+  string(REGEX MATCH "code ([0-9]+) instructions -> ([0-9]+)" _ "${one}")
+  if(CMAKE_MATCH_1 LESS 16)
+    message(FATAL_ERROR "a kernel of fewer than 16 instructions: ${one}")
+  endif()
+  math(EXPR before_sum "${before_sum} + ${CMAKE_MATCH_1}")
+  math(EXPR after_sum "${after_sum} + ${CMAKE_MATCH_2}")
+endforeach()
+list(LENGTH sized sized_count)
+if(NOT sized_count EQUAL 3)
+  message(FATAL_ERROR "expected each of the 3 differing specs with its code size:\n${last_output}")
+endif()
+expect("code of the NVIDIA specs that differ: ${before_sum} -> ${after_sum} instructions")
+string(REGEX MATCH "DIFFERS rmsnorm_quant/h2048/bf16/mxfp4/rms/sm_90: code [0-9]+ instructions -> [0-9]+ instructions \\(shared ([0-9]+) -> ([0-9]+) B; [0-9]+ -> [0-9]+ blocks of 256 threads per SM\\)" line "${last_output}")
 if(line)
   math(EXPR grown "${CMAKE_MATCH_1} + 32")
 endif()

@@ -251,7 +251,7 @@ void check_strided(Context& ctx, const EpilogueMode& mode, int tokens, int hidde
   if (grouped) {
     GroupQuantArgs gq;
     gq.input = d_mirror.get(), gq.out = d_q2.get(), gq.scales = d_s2.get(), gq.tokens = tokens, gq.hidden = hidden;
-    gq.dtype = dtype, gq.mode = mode, gq.mode.quant = mx ? Quant::mxfp4 : Quant::fp8_group;
+    gq.dtype = dtype, gq.mode = mode, gq.mode.quant = mx ? Quant::mxfp4 : Quant::fp8_group, gq.mode.mirror = false;
     gq.input_stride = rows.mirror, gq.out_stride = out_stride;
     group_quant(ctx, gq, stream);
   } else {

@@ -383,12 +383,12 @@ def views(dist, aft, comm, rank, world, seed):
         want = comm.allreduce_rmsnorm(x, residual, weight, eps, name, "rms", mirror=mirror)
         got = comm.allreduce_rmsnorm(x_view, residual_nd, weight, eps, name, "rms", mirror=mirror)
         assert got[0].shape[:2] == (batch, seq) and got[1].shape == (batch, seq, hidden), [t.shape for t in got]
-        for name, a, b in zip(("out", "residual_out", "scales", "mirror"), got, want):
-            assert_same_bytes(a.reshape(-1), b.reshape(-1), f"{name}: strided N-d views vs contiguous, {where}")
+        for part, a, b in zip(("out", "residual_out", "scales", "mirror"), got, want):
+            assert_same_bytes(a.reshape(-1), b.reshape(-1), f"{part}: strided N-d views vs contiguous, {where}")
         alone = aft.rmsnorm_quant(x_view, residual_nd, weight, eps, name, "rms", mirror=mirror)
         alone_want = aft.rmsnorm_quant(x, residual, weight, eps, name, "rms", mirror=mirror)
-        for name, a, b in zip(("out", "residual_out", "scales", "mirror"), alone, alone_want):
-            assert_same_bytes(a.reshape(-1), b.reshape(-1), f"rmsnorm_quant {name}: views vs contiguous, {where}")
+        for part, a, b in zip(("out", "residual_out", "scales", "mirror"), alone, alone_want):
+            assert_same_bytes(a.reshape(-1), b.reshape(-1), f"rmsnorm_quant {part}: views vs contiguous, {where}")
         if quant in ("none", "fp8"):
             padded = comm.allreduce_rmsnorm(x_view, residual_nd, weight, eps, quant, "rms", pad_to_multiple=384)
             width = -(-hidden // 384) * 384

@@ -39,9 +39,10 @@ commands:
                         machine code: code, constant and shared-memory sections of the cubin or
                         code object, and the code's relocations by symbol name (symbol tables
                         and an AMD kernel descriptor's offset to its code are not compared);
-                        lists the specs that differ (with any change of registers, shared or
-                        local memory, and a cubin's blocks per SM) or that one side lacks;
-                        exit 1 if any
+                        lists the specs that differ (with their code's size on each side, in
+                        instructions for a cubin, bytes for AMD, and any change of registers,
+                        shared or local memory, and a cubin's blocks per SM) or that one side
+                        lacks; exit 1 if any
 
 --cache-dir defaults to $ARFUSE_CACHE_DIR, $XDG_CACHE_HOME/arfuse, ~/.cache/arfuse. On a
 folder that does not exist every command says so and creates nothing (code-diff: exit 2).

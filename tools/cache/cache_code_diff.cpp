@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <map>
+#include <string>
+#include <utility>
 #include <new>
 
 #include "arfuse/cache/kernel_cache.hpp"
@@ -25,6 +28,22 @@ struct EntryCode {
 
 EntryCode entry_code(const std::vector<std::uint8_t>& payload) {
   return EntryCode{jit::elf_code_sections(payload), jit::kernel_footprint(payload)};
+}
+
+// Bytes of machine code (the .text sections) of an entry.
+size_t code_bytes(const EntryCode& code) {
+  size_t bytes = 0;
+  for (const auto& [name, content] : code.sections) {
+    if (name.rfind(".text", 0) == 0) bytes += content.size();
+  }
+  return bytes;
+}
+
+// A cubin's code is whole 16-byte instructions (sm_70 and later); AMD's instructions vary in
+// length, so their code is told in bytes.
+std::string code_size(const jit::KernelSpec& spec, size_t bytes) {
+  return spec.target.vendor() == Vendor::nvidia ? fmt::format("{} instructions", bytes / 16)
+                                                : fmt::format("{} bytes", bytes);
 }
 
 // The spec of each good entry, with its code; bad entries are counted, as verify does.
@@ -53,6 +72,7 @@ int cmd_code_diff(cache::DiskCache& mine, cache::DiskCache& other) {
   int unreadable = 0;
   const auto a = code_by_spec(mine, unreadable), b = code_by_spec(other, unreadable);
   int same = 0, differ = 0, only_mine = 0, only_other = 0, footprints = 0, occupancy = 0, unmodelled = 0;
+  std::map<Vendor, std::pair<size_t, size_t>> differing_bytes;  // code of the specs that differ, mine and other's
   for (const auto& [spec, code] : a) {
     const auto it = b.find(spec);
     if (it == b.end()) {
@@ -69,7 +89,11 @@ int cmd_code_diff(cache::DiskCache& mine, cache::DiskCache& other) {
         if (parsed.target.vendor() != Vendor::nvidia) ++unmodelled;
         if (blocks_per_sm(parsed, code.footprint) != blocks_per_sm(parsed, it->second.footprint)) ++occupancy;
       }
-      std::printf("DIFFERS %s%s\n", spec.c_str(), change.c_str());
+      const size_t before = code_bytes(code), after = code_bytes(it->second);
+      auto& total = differing_bytes[parsed.target.vendor()];
+      total.first += before, total.second += after;
+      std::printf("DIFFERS %s: code %s -> %s%s\n", spec.c_str(), code_size(parsed, before).c_str(),
+                  code_size(parsed, after).c_str(), change.c_str());
     }
   }
   for (const auto& [spec, code] : b) {
@@ -77,6 +101,12 @@ int cmd_code_diff(cache::DiskCache& mine, cache::DiskCache& other) {
   }
   std::printf("%d specs with the same code, %d differ, %d only in %s, %d only in %s, %d unreadable\n", same, differ,
               only_mine, mine.dir().c_str(), only_other, other.dir().c_str(), unreadable);
+  for (const auto& [vendor, total] : differing_bytes) {
+    const bool nvidia = vendor == Vendor::nvidia;
+    std::printf("code of the %s specs that differ: %zu -> %zu %s\n", nvidia ? "NVIDIA" : "AMD",
+                nvidia ? total.first / 16 : total.first, nvidia ? total.second / 16 : total.second,
+                nvidia ? "instructions" : "bytes");
+  }
   if (footprints > 0) {
     std::printf("of those that differ, %d have another footprint, %d of them other blocks per SM%s\n", footprints,
                 occupancy, unmodelled > 0 ? " (AMD kernels' occupancy is not estimated)" : "");
