@@ -123,37 +123,31 @@ ARFUSE_HOST_DEVICE inline unsigned e2m1_vector_bytes(const unsigned (&y)[4], uns
 // ---- NVFP4 (contract step 7e) --------------------------------------------------------------
 
 // E4M3 (e4m3fn: bias 7, largest finite 448, 0x7f NaN) code of x, round to nearest even,
-// saturating to +-448 (Inf too), NaN -> 0x7f: the NVFP4 block scale's format on every target
-// (gfx942's own FP8 is e4m3fnuz). Integer and exact float operations only.
-ARFUSE_HOST_DEVICE inline unsigned e4m3fn_code(float x) {
-  if (!(x == x)) return 0x7fu;
-  const unsigned bits = float_to_bits(x), sign = (bits >> 24) & 0x80u, magnitude_bits = bits & 0x7fffffffu;
-  const float a = bits_to_float(magnitude_bits);
+// saturating to +-448 (Inf too), NaN -> 0x7f, and the code's value (exact; NaN for 0x7f): the
+// NVFP4 block scale's format on every target (gfx942's own FP8 is e4m3fnuz). Both ranges are
+// computed and one is selected, so the block's scale costs no branch: normal magnitudes keep 3
+// mantissa bits, the 20 dropped ones rounded to nearest even in the integer bits (a carry moves
+// into the exponent as it should; nothing below 448 rounds past 0x7e); subnormal codes are
+// multiples of 2^-9, a * 2^9 rounded to an integer by one addition of 2^23 (exact product, one
+// IEEE rounding, ties to even), its bits holding the integer.
+struct E4m3Scale {
   unsigned code;
-  if (a >= 448.0f) {
-    code = 0x7eu;
-  } else if (a < 0x1p-6f) {
-    // Subnormal codes are multiples of 2^-9: a * 2^9, rounded to an integer by adding and
-    // subtracting 2^23 (one IEEE rounding, ties to even; the product is exact).
-    code = unsigned((a * 512.0f + 8388608.0f) - 8388608.0f);
-  } else {
-    // Keep 3 mantissa bits, the 20 dropped ones rounded to nearest even; a carry moves into the
-    // exponent as it should, and nothing below 448 rounds past 0x7e.
-    const unsigned rounded = (magnitude_bits + 0x7ffffu + ((magnitude_bits >> 20) & 1u)) >> 20;
-    code = rounded - (120u << 3);
-  }
-  return sign | code;
+  float value;
+};
+ARFUSE_HOST_DEVICE inline E4m3Scale e4m3fn_scale(float x) {
+  const unsigned bits = float_to_bits(x), sign = bits & 0x80000000u, magnitude_bits = bits & 0x7fffffffu;
+  const float a = bits_to_float(magnitude_bits);
+  const unsigned normal_bits = (magnitude_bits + 0x7ffffu + ((magnitude_bits >> 20) & 1u)) & 0xfff00000u;
+  const float subnormal_units = a * 512.0f + 8388608.0f;  // 2^23 + the code
+  const bool subnormal = a < 0x1p-6f, saturated = a >= 448.0f;
+  unsigned code = subnormal ? float_to_bits(subnormal_units) - 0x4b000000u : (normal_bits >> 20) - (120u << 3);
+  float value = subnormal ? (subnormal_units - 8388608.0f) * 0x1p-9f : bits_to_float(normal_bits);
+  code = saturated ? 0x7eu : code;
+  value = saturated ? 448.0f : value;
+  const bool nan = !(x == x);
+  return E4m3Scale{nan ? 0x7fu : code | sign >> 24, nan ? x : bits_to_float(float_to_bits(value) | sign)};
 }
-
-// The value of an E4M3 (e4m3fn) code, exact; 0x7f and 0xff are NaN.
-ARFUSE_HOST_DEVICE inline float e4m3fn_value(unsigned code) {
-  const unsigned magnitude = code & 0x7fu, sign = (code & 0x80u) << 24;
-  if (magnitude == 0x7fu) return bits_to_float(0x7fc00000u);
-  const unsigned exponent = magnitude >> 3, mantissa = magnitude & 7u;
-  const float value =
-      exponent == 0 ? float(mantissa) * 0x1p-9f : bits_to_float(((exponent + 120u) << 23) | (mantissa << 20));
-  return bits_to_float(float_to_bits(value) | sign);
-}
+ARFUSE_HOST_DEVICE inline unsigned e4m3fn_code(float x) { return e4m3fn_scale(x).code; }
 
 // 1/6 rounded to fp32 (0x3e2aaaab): amax * (1/6) is the engines' amax / 6 (they multiply by the
 // reciprocal of E2M1's largest value).
@@ -169,13 +163,21 @@ struct Nvfp4Block {
   bool encode;
 };
 
-ARFUSE_HOST_DEVICE inline Nvfp4Block nvfp4_block(float amax, float global, float global_inverse) {
+// What the block's scale code rounds: global * (amax * (1/6)).
+ARFUSE_HOST_DEVICE inline float nvfp4_unrounded_scale(float amax, float global) { return global * (amax * kOneSixth); }
+
+// The block, given its scale (e4m3fn_scale of nvfp4_unrounded_scale, or the hardware's equal).
+ARFUSE_HOST_DEVICE inline Nvfp4Block nvfp4_block_with(E4m3Scale scale, float global_inverse) {
   Nvfp4Block b;
-  b.scale_code = e4m3fn_code(global * (amax * kOneSixth));
-  const float s = e4m3fn_value(b.scale_code);
+  const float s = scale.value;
+  b.scale_code = scale.code;
   b.encode = s == s;
   b.multiplier = s != 0.0f ? 1.0f / (s * global_inverse) : 0.0f;
   return b;
+}
+
+ARFUSE_HOST_DEVICE inline Nvfp4Block nvfp4_block(float amax, float global, float global_inverse) {
+  return nvfp4_block_with(e4m3fn_scale(nvfp4_unrounded_scale(amax, global)), global_inverse);
 }
 
 // E2M1 code of an NVFP4 element v (e2m1_code's rounding and saturation); a NaN v, which only an

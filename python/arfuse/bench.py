@@ -10,6 +10,10 @@ examples/eager_host_overhead.cpp do), so the numbers compare with those tools' n
           op        torch.ops.arfuse.allreduce_rmsnorm_inplace.default with the mode as an int
           noop      torch.ops.arfuse.dispatch_only: the same arguments, nothing done (the
                     dispatcher's own cost)
+          meta      the op on meta tensors of the same shapes: the dispatcher, every argument
+                    check, the mode and communicator lookups and the output shapes, without
+                    the device guard, the GPU allocations and the runtime call; op - meta - C++
+                    is then what those three cost over the C++ call
           binding   arfuse._arfuse.Group.allreduce_rmsnorm with preallocated outputs (nanobind
                     + the C++ call)
           C++       Rank::allreduce_rmsnorm called from C++ (Group.time_calls), no Python
@@ -84,6 +88,9 @@ class Ranks:
             staged.copy_(x)
         for c in comms:
             c.prepare(hidden, dtype, quant, "rms", mirror=mirror)
+        self.meta = [(x.to("meta"), residual.to("meta"), self.weight.to("meta"),
+                      None if self.scale is None else self.scale.to("meta"))
+                     for x, residual in zip(self.x, self.residual)]
         self._fill_stream_pools(tokens, hidden, dtype)
         # One round, checked: a rank that stalls raises PeerTimeout here instead of every timed call waiting.
         self.each_rank(self.method)
@@ -118,6 +125,11 @@ class Ranks:
     def op(self, r):
         return torch.ops.arfuse.allreduce_rmsnorm_inplace.default(self.comms[r].handle, self.x[r], self.residual[r],
                                                                    self.weight, 1e-6, self.mode, False, 0, self.scale)
+
+    def op_meta(self, r):
+        x, residual, weight, scale = self.meta[r]
+        return torch.ops.arfuse.allreduce_rmsnorm_inplace.default(self.comms[r].handle, x, residual, weight, 1e-6,
+                                                                   self.mode, False, 0, scale)
 
     def noop(self, r):
         return torch.ops.arfuse.dispatch_only.default(self.comms[r].handle, self.x[r], self.residual[r], self.weight,
@@ -258,7 +270,7 @@ def main(argv=None):
         return 1
     print(f"device: {torch.cuda.get_device_name(0)}; W = {args.world} virtual ranks; {args.dtype}; quant {args.quant}{' mirror' if args.mirror else ''}")
     print("host: microseconds per eager call (median); graph: device microseconds per call (median, min-max)")
-    print(f"{'tokens x hidden':>16} {'method':>7} {'op':>6} {'noop':>6} {'binding':>8} {'C++':>6} "
+    print(f"{'tokens x hidden':>16} {'method':>7} {'op':>6} {'noop':>6} {'meta':>6} {'binding':>8} {'C++':>6} "
           f"{'op graph':>9} {'(min-max)':>15} {'staged in':>9} {'(min-max)':>15} {'binding staged':>14} "
           f"{'(min-max)':>15} {'+ residual_out':>14} {'(min-max)':>15}")
     try:
@@ -267,7 +279,7 @@ def main(argv=None):
             outputs = [ranks.outputs() for _ in range(args.world)]  # preallocated for the binding
             ranks.same_bytes_as_the_cpp_group(outputs)
             host = [host_us(ranks, call, args.calls, args.batches)
-                    for call in (ranks.method, ranks.op, ranks.noop, lambda r: ranks.binding(r, outputs))]
+                    for call in (ranks.method, ranks.op, ranks.noop, ranks.op_meta, lambda r: ranks.binding(r, outputs))]
             host.append(cpp_host_us(ranks, outputs, args.calls, args.batches))
             median, low, high = graph_us(ranks, ranks.method, args.replays, args.runs)
             staged, staged_low, staged_high = graph_us(ranks, ranks.op_staged, args.replays, args.runs)
@@ -275,8 +287,8 @@ def main(argv=None):
                                                     args.replays, args.runs)
             separate, separate_low, separate_high = graph_us(
                 ranks, lambda r: ranks.binding(r, outputs, staged=True, in_place=False), args.replays, args.runs)
-            print(f"{tokens:>7} x {hidden:<6} {host[0]:>7.2f} {host[1]:>6.2f} {host[2]:>6.2f} {host[3]:>8.2f} "
-                  f"{host[4]:>6.2f} {median:>9.2f} {f'({low:.2f}-{high:.2f})':>15} {staged:>9.2f} "
+            print(f"{tokens:>7} x {hidden:<6} {host[0]:>7.2f} {host[1]:>6.2f} {host[2]:>6.2f} {host[3]:>6.2f} "
+                  f"{host[4]:>8.2f} {host[5]:>6.2f} {median:>9.2f} {f'({low:.2f}-{high:.2f})':>15} {staged:>9.2f} "
                   f"{f'({staged_low:.2f}-{staged_high:.2f})':>15} {bound:>14.2f} "
                   f"{f'({bound_low:.2f}-{bound_high:.2f})':>15} {separate:>14.2f} "
                   f"{f'({separate_low:.2f}-{separate_high:.2f})':>15}", flush=True)

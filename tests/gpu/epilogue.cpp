@@ -723,3 +723,37 @@ extern "C" __global__ void peer_nvfp4(const float* y, const float* global, unsig
     CHECK(farther == 0);
   }
 }
+
+TEST_CASE("the NVFP4 block scale the hardware converts equals e4m3fn_scale for every fp32", "[gpu][numerics][quant]") {
+  // quant/nvfp4.cuh's nvfp4_scale (on NVIDIA sm_89+ the e4m3 conversion instruction and its way
+  // back through f16) against the software e4m3fn_scale that tests/cpu checks against the
+  // reference, over all 2^32 bit patterns: the code and the value's bits (NaN for NaN).
+  Context& ctx = gpu_context();
+  const Kernel kernel = load_template_test_kernel(ctx.device(), "quant/nvfp4.cuh", "scale_sweep", R"(
+extern "C" __global__ void scale_sweep(unsigned long long* mismatches, unsigned* first) {
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  const unsigned long long start = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  for (unsigned long long i = start; i < (1ull << 32); i += stride) {
+    const float x = __uint_as_float(unsigned(i));
+    const arfuse::E4m3Scale hw = arfuse::nvfp4_scale(x), sw = arfuse::e4m3fn_scale(x);
+    if (hw.code != sw.code || __float_as_uint(hw.value) != __float_as_uint(sw.value)) {
+      atomicAdd(mismatches, 1ull);
+      atomicMin(first, unsigned(i));
+    }
+  }
+}
+)");
+  Stream stream(ctx.device());
+  DeviceBuffer d_mismatches(ctx.device(), 8), d_first(ctx.device(), 4);
+  d_mismatches.fill(0);
+  d_first.fill(0xff);
+  void* mismatches = d_mismatches.get();
+  void* first = d_first.get();
+  void* params[] = {&mismatches, &first};
+  kernel.launch(4096u, stream, params);
+  stream.synchronize();
+  const auto count = d_mismatches.download<unsigned long long>(1);
+  const auto at = d_first.download<std::uint32_t>(1);
+  INFO("first mismatch at fp32 bits 0x" << std::hex << at[0]);
+  CHECK(count[0] == 0);
+}

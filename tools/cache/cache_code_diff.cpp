@@ -4,9 +4,9 @@
 
 #include <cstdio>
 #include <map>
+#include <new>
 #include <string>
 #include <utility>
-#include <new>
 
 #include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/error.hpp"

@@ -16,6 +16,21 @@ __device__ __forceinline__ int nvfp4_column_offset(int column, int swizzled_tile
   return swizzled_tiles ? swizzled_column_offset(column) : column;
 }
 
+// The block scale's code and value (e4m3fn_scale). On NVIDIA sm_89+ the hardware converts: the
+// f32 -> e4m3 conversion the per-token FP8 path uses (round to nearest even, saturating to +-448)
+// and the exact way back through f16; a NaN stays code 0x7f with a NaN value, as e4m3fn_scale
+// gives it whatever sign the NaN has.
+__device__ __forceinline__ E4m3Scale nvfp4_scale(float x) {
+#if ARFUSE_HW_FP8 && defined(ARFUSE_VENDOR_NVIDIA)
+  const u32 code = fp8x2(x, 0.0f) & 0xffu;
+  u32 halves;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(halves) : "h"(u16(code)));
+  return x == x ? E4m3Scale{code, widen(f16_t{u16(halves)})} : E4m3Scale{0x7fu, x};
+#else
+  return e4m3fn_scale(x);
+#endif
+}
+
 // Step 7e: NVFP4. out: the row's packed elements (H / 2 bytes); blocks of 16 elements are two
 // lanes' vectors. In the swizzled layout the row's padding columns (to a multiple of 4) are zeros.
 template <typename T, int H, int THREADS, int VPT>
@@ -24,7 +39,7 @@ __device__ __forceinline__ void quantize_nvfp4(const Vec16 (&y)[VPT], u8* out, u
   static_assert(H % kNvfp4BlockSize == 0, "NVFP4 needs H divisible by 16");
   constexpr int kColumns = H / kNvfp4BlockSize, kLanes = kNvfp4BlockSize / 8;
   for_each_owned_vector<T, H, THREADS, VPT, kNvfp4BlockSize>(y, [&](int k, int vec, float amax) {
-    const Nvfp4Block block = nvfp4_block(amax, global.value, global.inverse);
+    const Nvfp4Block block = nvfp4_block_with(nvfp4_scale(nvfp4_unrounded_scale(amax, global.value)), global.inverse);
     u32 packed = 0;
     const float magnitude = fabsf(block.multiplier);
     if (block.encode && magnitude <= 0x1.fffffep127f) {
