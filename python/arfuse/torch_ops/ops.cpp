@@ -11,6 +11,8 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
+#include <array>
+#include <atomic>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/SymInt.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
@@ -398,10 +400,19 @@ at::Tensor allreduce(int64_t comm, const at::Tensor& input, bool pdl) {
   return out;
 }
 
-// The FP8 format of input's device (tracing: device 0's, or e4m3fn without a driver).
+// The FP8 format of input's device (tracing: device 0's, or e4m3fn without a driver). A device's
+// format never changes, so each is asked of the table once: the standalone ops then look up the
+// device's Context once a call (in the call), not twice.
 c10::ScalarType device_fp8(const at::Tensor& input) {
+  const int device = input.is_meta() ? -1 : input.device().index();
+  static std::array<std::atomic<int>, 65> known{};  // [device + 1]: 0 not yet asked, else 1 + Fp8Dtype
+  std::atomic<int>* slot = device + 1 < int(known.size()) ? &known[std::size_t(device + 1)] : nullptr;
+  if (slot != nullptr) {
+    if (const int seen = slot->load(std::memory_order_relaxed); seen != 0) return fp8_scalar_type(Fp8Dtype(seen - 1));
+  }
   Fp8Dtype dtype = Fp8Dtype::e4m3fn;
-  raise_if(calls().fp8_dtype(input.is_meta() ? -1 : input.device().index(), &dtype));
+  raise_if(calls().fp8_dtype(device, &dtype));
+  if (slot != nullptr) slot->store(1 + int(dtype), std::memory_order_relaxed);
   return fp8_scalar_type(dtype);
 }
 
