@@ -623,10 +623,11 @@ extern "C" __global__ void peer_nvfp4(const float* y, const float* global, unsig
   float amax = 0.0f;
   for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(v[i]));
   const float g = *global;
+  const float unrounded = g * (amax * rcp_approx_ftz(6.0f));
   unsigned short pair;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(g * (amax * rcp_approx_ftz(6.0f))));
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(unrounded));
   const unsigned code = pair & 0xffu;
-  const float s = arfuse::e4m3fn_value(code);
+  const float s = arfuse::e4m3fn_scale(unrounded).value;  // the code's value
   const float multiplier = s != 0.0f ? rcp_approx_ftz(s * rcp_approx_ftz(g)) : 0.0f;
   for (int i = 0; i < 8; ++i) {
     out[8 * b + i] = (unsigned char)(arfuse::e2m1_code(v[2 * i] * multiplier) |
