@@ -1,7 +1,7 @@
 # cmake -DSOURCE=<arfuse source> -DWORK=<scratch folder> -DMODE=find_package|subdirectory -P check.cmake
 #   find_package: builds arfuse as a shared library with its tools, installs it, checks that the
 #     tools run and that libarfuse.so exports no internal namespace (the tools link the internal
-#     archive), then builds and runs tests/downstream against the install tree with every public
+#     archive) and nothing but arfuse's own symbols, then builds and runs tests/downstream against the install tree with every public
 #     header included;
 #   subdirectory: builds and runs tests/downstream with arfuse added by add_subdirectory.
 cmake_minimum_required(VERSION 3.20)
@@ -53,6 +53,21 @@ if(MODE STREQUAL "find_package")
   string(REGEX MATCHALL "\n[0-9a-f]+ [TDBVWRu] " exported "${last_output}")
   list(LENGTH exported count)
   message(STATUS "libarfuse.so exports ${count} symbols")
+  # And nothing but arfuse's own: no standard-library instantiation it happened to emit.
+  run(nm -D --defined-only -C ${library})
+  string(REPLACE "\n" ";" lines "${last_output}")
+  set(foreign "")
+  foreach(line IN LISTS lines)
+    if(line MATCHES "^[0-9a-f]+ [A-Za-z] (.*)$")
+      set(name "${CMAKE_MATCH_1}")
+      if(NOT name MATCHES "^((typeinfo|typeinfo name|vtable|VTT) for )?arfuse::")
+        list(APPEND foreign "${name}")
+      endif()
+    endif()
+  endforeach()
+  if(foreign)
+    message(FATAL_ERROR "libarfuse.so exports symbols that are not arfuse's: ${foreign}")
+  endif()
   run(${CMAKE_COMMAND} -S ${SOURCE}/tests/downstream -B ${WORK}/downstream -DCMAKE_BUILD_TYPE=Release
       -DCMAKE_PREFIX_PATH=${WORK}/install -DDOWNSTREAM_EXTRA_SOURCES=${all_headers})
 elseif(MODE STREQUAL "subdirectory")
