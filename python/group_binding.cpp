@@ -20,7 +20,8 @@
 #include "arfuse/epilogue.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/group.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
+
+#include "jit/kernel_spec.hpp"
 
 namespace nb = nanobind;
 

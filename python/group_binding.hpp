@@ -9,7 +9,8 @@
 
 #include "arfuse/context.hpp"
 #include "arfuse/group.hpp"
-#include "arfuse/torch_ops/op_table.hpp"
+
+#include "torch_ops/op_table.hpp"
 
 namespace arfuse::python {
 

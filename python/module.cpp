@@ -9,13 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/trusted_folder.hpp"
-#include "arfuse/cache/disk_cache.hpp"
-#include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
 #include "arfuse/settings.hpp"
 #include "arfuse/version.hpp"
+
+#include "base/trusted_folder.hpp"
+#include "cache/disk_cache.hpp"
+#include "cache/kernel_cache.hpp"
+#include "jit/kernel_spec.hpp"
 
 #include "group_binding.hpp"
 

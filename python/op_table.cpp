@@ -1,7 +1,7 @@
 // The communicator handles and the table of calls arfuse's PyTorch ops make
 // (arfuse/torch_ops/op_table.hpp). A handle names one local rank of a group; the ops pass it as
 // an int because a torch op's arguments are tensors and scalars.
-#include "arfuse/torch_ops/op_table.hpp"
+#include "torch_ops/op_table.hpp"
 
 #include <cstdint>
 #include <exception>
@@ -14,7 +14,8 @@
 #include <utility>
 
 #include "arfuse/error.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
+
+#include "jit/kernel_spec.hpp"
 
 #include "group_binding.hpp"
 

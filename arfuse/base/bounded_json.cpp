@@ -1,4 +1,4 @@
-#include "arfuse/base/bounded_json.hpp"
+#include "base/bounded_json.hpp"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "arfuse/base/trusted_folder.hpp"
+#include "base/trusted_folder.hpp"
 
 namespace arfuse {
 namespace {

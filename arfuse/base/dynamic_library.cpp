@@ -1,4 +1,4 @@
-#include "arfuse/base/dynamic_library.hpp"
+#include "base/dynamic_library.hpp"
 
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -9,8 +9,8 @@
 
 #include <algorithm>
 
-#include "arfuse/base/system.hpp"
-#include "arfuse/base/trusted_folder.hpp"
+#include "base/system.hpp"
+#include "base/trusted_folder.hpp"
 
 namespace arfuse {
 namespace {

@@ -1,4 +1,4 @@
-#include "arfuse/base/log.hpp"
+#include "base/log.hpp"
 
 #include <atomic>
 #include <cstdio>

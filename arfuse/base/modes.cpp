@@ -2,10 +2,11 @@
 
 #include <fmt/format.h>
 
-#include "arfuse/base/names.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/templates/limits.cuh"
-#include "arfuse/templates/quant_table.cuh"
+
+#include "base/names.hpp"
+#include "templates/limits.cuh"
+#include "templates/quant_table.cuh"
 
 namespace arfuse {
 namespace {

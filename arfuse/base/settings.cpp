@@ -12,9 +12,10 @@
 #include <mutex>
 #include <set>
 
-#include "arfuse/base/log.hpp"
-#include "arfuse/base/trusted_folder.hpp"
 #include "arfuse/error.hpp"
+
+#include "base/log.hpp"
+#include "base/trusted_folder.hpp"
 
 namespace arfuse::settings {
 namespace {

@@ -1,4 +1,4 @@
-#include "arfuse/base/sha256.hpp"
+#include "base/sha256.hpp"
 
 #include <algorithm>
 #include <cstring>

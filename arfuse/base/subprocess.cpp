@@ -1,4 +1,4 @@
-#include "arfuse/base/subprocess.hpp"
+#include "base/subprocess.hpp"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "arfuse/base/system.hpp"
+#include "base/system.hpp"
 
 #include <dlfcn.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "arfuse/base/trusted_folder.hpp"
+#include "base/trusted_folder.hpp"
 
 #include <dirent.h>
 #include <errno.h>

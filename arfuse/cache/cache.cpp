@@ -5,8 +5,9 @@
 
 #include <cstdlib>
 
-#include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/settings.hpp"
+
+#include "cache/disk_cache.hpp"
 
 namespace arfuse {
 

@@ -1,4 +1,4 @@
-#include "arfuse/cache/cache_entry.hpp"
+#include "cache/cache_entry.hpp"
 
 #include <fmt/format.h>
 

@@ -21,8 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/base/sha256.hpp"
 #include "arfuse/error.hpp"
+
+#include "base/sha256.hpp"
 
 namespace arfuse::cache {
 

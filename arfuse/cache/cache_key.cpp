@@ -1,10 +1,10 @@
-#include "arfuse/cache/cache_key.hpp"
+#include "cache/cache_key.hpp"
 
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/cache/cache_entry.hpp"
+#include "cache/cache_entry.hpp"
 
 namespace arfuse::cache {
 namespace {

@@ -12,9 +12,10 @@
 
 #include <string>
 
-#include "arfuse/base/sha256.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/render.hpp"
+
+#include "base/sha256.hpp"
+#include "jit/render.hpp"
 
 namespace arfuse::cache {
 

@@ -1,4 +1,4 @@
-#include "arfuse/cache/disk_cache.hpp"
+#include "cache/disk_cache.hpp"
 
 #include <dirent.h>
 #include <errno.h>
@@ -12,11 +12,12 @@
 #include <cstring>
 #include <random>
 
-#include "arfuse/base/log.hpp"
-#include "arfuse/base/system.hpp"
-#include "arfuse/base/trusted_folder.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/settings.hpp"
+
+#include "base/log.hpp"
+#include "base/system.hpp"
+#include "base/trusted_folder.hpp"
 
 namespace arfuse::cache {
 namespace {

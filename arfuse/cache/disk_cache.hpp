@@ -15,12 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/base/trusted_folder.hpp"
 #include "arfuse/cache.hpp"
-#include "arfuse/cache/cache_entry.hpp"
-#include "arfuse/cache/cache_key.hpp"
-#include "arfuse/cache/entry_file.hpp"
 #include "arfuse/error.hpp"
+
+#include "base/trusted_folder.hpp"
+#include "cache/cache_entry.hpp"
+#include "cache/cache_key.hpp"
+#include "cache/entry_file.hpp"
 
 namespace arfuse::cache {
 

@@ -1,4 +1,4 @@
-#include "arfuse/cache/entry_file.hpp"
+#include "cache/entry_file.hpp"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,8 +9,8 @@
 #include <cstring>
 #include <vector>
 
-#include "arfuse/base/system.hpp"
-#include "arfuse/base/trusted_folder.hpp"
+#include "base/system.hpp"
+#include "base/trusted_folder.hpp"
 
 namespace arfuse::cache {
 namespace {

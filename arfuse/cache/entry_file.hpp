@@ -10,8 +10,9 @@
 
 #include <string>
 
-#include "arfuse/cache/cache_entry.hpp"
 #include "arfuse/error.hpp"
+
+#include "cache/cache_entry.hpp"
 
 namespace arfuse::cache {
 

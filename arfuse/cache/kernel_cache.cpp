@@ -1,4 +1,4 @@
-#include "arfuse/cache/kernel_cache.hpp"
+#include "cache/kernel_cache.hpp"
 
 #include <fmt/format.h>
 
@@ -7,9 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/bounded_json.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/settings.hpp"
+
+#include "base/bounded_json.hpp"
 
 namespace arfuse::cache {
 namespace {

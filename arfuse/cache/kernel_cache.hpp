@@ -12,11 +12,12 @@
 #include <string>
 
 #include "arfuse/cache.hpp"
-#include "arfuse/cache/cache_key.hpp"
-#include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/compiler.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
+
+#include "cache/cache_key.hpp"
+#include "cache/disk_cache.hpp"
+#include "jit/compiler.hpp"
+#include "jit/kernel_spec.hpp"
 
 namespace arfuse::cache {
 

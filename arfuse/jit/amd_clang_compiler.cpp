@@ -22,14 +22,15 @@
 #include <set>
 #include <sstream>
 
-#include "arfuse/base/sha256.hpp"
-#include "arfuse/base/subprocess.hpp"
-#include "arfuse/base/trusted_folder.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/compiler.hpp"
-#include "arfuse/jit/elf_file.hpp"
-#include "arfuse/jit/templates.hpp"
 #include "arfuse/settings.hpp"
+
+#include "base/sha256.hpp"
+#include "base/subprocess.hpp"
+#include "base/trusted_folder.hpp"
+#include "jit/compiler.hpp"
+#include "jit/elf_file.hpp"
+#include "jit/templates.hpp"
 
 namespace arfuse::jit {
 namespace {

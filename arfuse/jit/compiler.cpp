@@ -1,4 +1,4 @@
-#include "arfuse/jit/compiler.hpp"
+#include "jit/compiler.hpp"
 
 #include <fmt/format.h>
 

@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "arfuse/error.hpp"
-#include "arfuse/jit/render.hpp"
 #include "arfuse/target.hpp"
+
+#include "jit/render.hpp"
 
 namespace arfuse::jit {
 

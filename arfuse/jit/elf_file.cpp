@@ -1,4 +1,4 @@
-#include "arfuse/jit/elf_file.hpp"
+#include "jit/elf_file.hpp"
 
 #include <fmt/format.h>
 

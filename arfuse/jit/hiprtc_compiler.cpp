@@ -6,11 +6,12 @@
 #include <memory>
 #include <mutex>
 
-#include "arfuse/base/dynamic_library.hpp"
-#include "arfuse/base/load_once.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/compiler.hpp"
-#include "arfuse/jit/runtime_compiler.hpp"
+
+#include "base/dynamic_library.hpp"
+#include "base/load_once.hpp"
+#include "jit/compiler.hpp"
+#include "jit/runtime_compiler.hpp"
 
 namespace arfuse::jit {
 namespace {

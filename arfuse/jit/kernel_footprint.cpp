@@ -1,4 +1,4 @@
-#include "arfuse/jit/kernel_footprint.hpp"
+#include "jit/kernel_footprint.hpp"
 
 #include <fmt/format.h>
 
@@ -9,9 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/bounded_json.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/elf_file.hpp"
+
+#include "base/bounded_json.hpp"
+#include "jit/elf_file.hpp"
 
 namespace arfuse::jit {
 namespace {

@@ -1,4 +1,4 @@
-#include "arfuse/jit/kernel_spec.hpp"
+#include "jit/kernel_spec.hpp"
 
 #include <fmt/format.h>
 
@@ -7,11 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/names.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/templates/codes.cuh"
-#include "arfuse/templates/limits.cuh"
-#include "arfuse/templates/quant_table.cuh"
+
+#include "base/names.hpp"
+#include "templates/codes.cuh"
+#include "templates/limits.cuh"
+#include "templates/quant_table.cuh"
 
 namespace arfuse::jit {
 namespace {

@@ -23,7 +23,8 @@
 #include "arfuse/error.hpp"
 #include "arfuse/modes.hpp"
 #include "arfuse/target.hpp"
-#include "arfuse/templates/limits.cuh"
+
+#include "templates/limits.cuh"
 
 namespace arfuse::jit {
 

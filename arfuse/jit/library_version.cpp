@@ -1,4 +1,4 @@
-#include "arfuse/jit/library_version.hpp"
+#include "jit/library_version.hpp"
 
 #include <fcntl.h>
 #include <string.h>

@@ -3,12 +3,13 @@
 
 #include <memory>
 
-#include "arfuse/base/dynamic_library.hpp"
-#include "arfuse/base/load_once.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/compiler.hpp"
-#include "arfuse/jit/library_version.hpp"
-#include "arfuse/jit/runtime_compiler.hpp"
+
+#include "base/dynamic_library.hpp"
+#include "base/load_once.hpp"
+#include "jit/compiler.hpp"
+#include "jit/library_version.hpp"
+#include "jit/runtime_compiler.hpp"
 
 namespace arfuse::jit {
 namespace {

@@ -1,4 +1,4 @@
-#include "arfuse/jit/render.hpp"
+#include "jit/render.hpp"
 
 #include <fmt/format.h>
 

@@ -8,10 +8,11 @@
 #include <vector>
 
 #include "arfuse/error.hpp"
-#include "arfuse/jit/block_shape.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
-#include "arfuse/jit/templates.hpp"
-#include "arfuse/jit/tuning.hpp"
+
+#include "jit/block_shape.hpp"
+#include "jit/kernel_spec.hpp"
+#include "jit/templates.hpp"
+#include "jit/tuning.hpp"
 
 namespace arfuse::jit {
 

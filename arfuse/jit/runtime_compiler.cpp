@@ -1,4 +1,4 @@
-#include "arfuse/jit/runtime_compiler.hpp"
+#include "jit/runtime_compiler.hpp"
 
 #include <fmt/format.h>
 

@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <string>
 
-#include "arfuse/base/dynamic_library.hpp"
-#include "arfuse/jit/compiler.hpp"
+#include "base/dynamic_library.hpp"
+#include "jit/compiler.hpp"
 
 namespace arfuse::jit {
 

@@ -1,4 +1,4 @@
-#include "arfuse/jit/spec_set.hpp"
+#include "jit/spec_set.hpp"
 
 #include <fmt/format.h>
 

@@ -14,7 +14,8 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "arfuse/error.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
+
+#include "jit/kernel_spec.hpp"
 
 namespace arfuse::jit {
 

@@ -1,14 +1,15 @@
-#include "arfuse/jit/templates.hpp"
+#include "jit/templates.hpp"
 
 #include <fmt/format.h>
 
 #include <cstdlib>
 #include <sstream>
 
-#include "arfuse/base/trusted_folder.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/embedded_templates.hpp"
 #include "arfuse/settings.hpp"
+
+#include "base/trusted_folder.hpp"
+#include "jit/embedded_templates.hpp"
 
 namespace arfuse::jit {
 namespace {

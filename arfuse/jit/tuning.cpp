@@ -1,4 +1,4 @@
-#include "arfuse/jit/tuning.hpp"
+#include "jit/tuning.hpp"
 
 #include <fmt/format.h>
 
@@ -10,11 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/bounded_json.hpp"
-#include "arfuse/base/trusted_folder.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
 #include "arfuse/settings.hpp"
+
+#include "base/bounded_json.hpp"
+#include "base/trusted_folder.hpp"
+#include "jit/kernel_spec.hpp"
 
 namespace arfuse::jit {
 namespace {

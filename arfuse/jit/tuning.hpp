@@ -17,8 +17,9 @@
 #include <string>
 
 #include "arfuse/error.hpp"
-#include "arfuse/jit/block_shape.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
+
+#include "jit/block_shape.hpp"
+#include "jit/kernel_spec.hpp"
 
 namespace arfuse::jit {
 

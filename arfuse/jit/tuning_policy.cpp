@@ -1,8 +1,8 @@
 #include <algorithm>
 
-#include "arfuse/jit/kernel_footprint.hpp"
-#include "arfuse/jit/tuning.hpp"
-#include "arfuse/templates/limits.cuh"
+#include "jit/kernel_footprint.hpp"
+#include "jit/tuning.hpp"
+#include "templates/limits.cuh"
 
 namespace arfuse::jit {
 

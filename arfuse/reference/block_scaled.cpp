@@ -1,12 +1,13 @@
-#include "arfuse/reference/block_scaled.hpp"
+#include "reference/block_scaled.hpp"
 
 #include <cmath>
 #include <string>
 
 #include "arfuse/error.hpp"
-#include "arfuse/reference/microscaling.hpp"
-#include "arfuse/reference/numerics.hpp"
-#include "arfuse/templates/quant_table.cuh"
+
+#include "reference/microscaling.hpp"
+#include "reference/numerics.hpp"
+#include "templates/quant_table.cuh"
 
 namespace arfuse::reference {
 namespace {

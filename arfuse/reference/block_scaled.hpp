@@ -10,9 +10,10 @@
 #include <vector>
 
 #include "arfuse/error.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
-#include "arfuse/reference/model.hpp"
 #include "arfuse/target.hpp"
+
+#include "jit/kernel_spec.hpp"
+#include "reference/model.hpp"
 
 namespace arfuse::reference {
 

@@ -1,4 +1,4 @@
-#include "arfuse/reference/microscaling.hpp"
+#include "reference/microscaling.hpp"
 
 #include <array>
 #include <cmath>
@@ -6,7 +6,8 @@
 #include <string>
 
 #include "arfuse/error.hpp"
-#include "arfuse/reference/numerics.hpp"
+
+#include "reference/numerics.hpp"
 
 namespace arfuse::reference {
 namespace {

@@ -1,11 +1,12 @@
-#include "arfuse/reference/model.hpp"
+#include "reference/model.hpp"
 
 #include <cmath>
 
 #include "arfuse/error.hpp"
-#include "arfuse/jit/block_shape.hpp"
-#include "arfuse/reference/block_scaled.hpp"
-#include "arfuse/reference/numerics.hpp"
+
+#include "jit/block_shape.hpp"
+#include "reference/block_scaled.hpp"
+#include "reference/numerics.hpp"
 
 namespace arfuse::reference {
 namespace {

@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "arfuse/error.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
+
+#include "jit/kernel_spec.hpp"
 
 namespace arfuse::reference {
 

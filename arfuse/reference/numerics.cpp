@@ -1,4 +1,4 @@
-#include "arfuse/reference/numerics.hpp"
+#include "reference/numerics.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,15 +1,16 @@
-#include "arfuse/runtime/call.hpp"
+#include "runtime/call.hpp"
 
 #include <fmt/format.h>
 
 #include <optional>
 
-#include "arfuse/base/names.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/runtime/context.hpp"
-#include "arfuse/runtime/kernel_args.hpp"
-#include "arfuse/runtime/launch.hpp"
-#include "arfuse/runtime/validate.hpp"
+
+#include "base/names.hpp"
+#include "runtime/context.hpp"
+#include "runtime/kernel_args.hpp"
+#include "runtime/launch.hpp"
+#include "runtime/validate.hpp"
 
 namespace arfuse {
 

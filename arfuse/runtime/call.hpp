@@ -4,7 +4,8 @@
 #pragma once
 
 #include "arfuse/allreduce.hpp"
-#include "arfuse/runtime/group_state.hpp"
+
+#include "runtime/group_state.hpp"
 
 namespace arfuse {
 

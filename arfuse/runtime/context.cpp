@@ -1,4 +1,4 @@
-#include "arfuse/runtime/context.hpp"
+#include "runtime/context.hpp"
 
 #include <fmt/format.h>
 

@@ -10,10 +10,11 @@
 #include <string>
 #include <unordered_map>
 
-#include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/context.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/runtime/device/device.hpp"
+
+#include "cache/kernel_cache.hpp"
+#include "runtime/device/device.hpp"
 
 namespace arfuse {
 

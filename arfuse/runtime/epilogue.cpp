@@ -1,9 +1,9 @@
 #include "arfuse/epilogue.hpp"
 
-#include "arfuse/runtime/context.hpp"
-#include "arfuse/runtime/epilogue_launch.hpp"
-#include "arfuse/runtime/kernel_args.hpp"
-#include "arfuse/runtime/validate.hpp"
+#include "runtime/context.hpp"
+#include "runtime/epilogue_launch.hpp"
+#include "runtime/kernel_args.hpp"
+#include "runtime/validate.hpp"
 
 namespace arfuse {
 

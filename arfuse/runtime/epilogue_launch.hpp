@@ -4,7 +4,8 @@
 #pragma once
 
 #include "arfuse/epilogue.hpp"
-#include "arfuse/runtime/context.hpp"
+
+#include "runtime/context.hpp"
 
 namespace arfuse {
 

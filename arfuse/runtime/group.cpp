@@ -6,13 +6,14 @@
 #include <cstddef>
 #include <exception>
 
-#include "arfuse/base/log.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/runtime/call.hpp"
-#include "arfuse/runtime/context.hpp"
-#include "arfuse/runtime/group_state.hpp"
-#include "arfuse/runtime/signal_error.hpp"
-#include "arfuse/runtime/validate.hpp"
+
+#include "base/log.hpp"
+#include "runtime/call.hpp"
+#include "runtime/context.hpp"
+#include "runtime/group_state.hpp"
+#include "runtime/signal_error.hpp"
+#include "runtime/validate.hpp"
 
 namespace arfuse {
 

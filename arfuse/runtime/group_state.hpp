@@ -8,9 +8,10 @@
 
 #include "arfuse/allreduce.hpp"
 #include "arfuse/context.hpp"
-#include "arfuse/jit/tuning.hpp"
-#include "arfuse/runtime/plan/plan.hpp"
-#include "arfuse/runtime/setup/group_setup.hpp"
+
+#include "jit/tuning.hpp"
+#include "runtime/plan/plan.hpp"
+#include "runtime/setup/group_setup.hpp"
 
 namespace arfuse {
 

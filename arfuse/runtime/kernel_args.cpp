@@ -1,4 +1,4 @@
-#include "arfuse/runtime/kernel_args.hpp"
+#include "runtime/kernel_args.hpp"
 
 namespace arfuse {
 

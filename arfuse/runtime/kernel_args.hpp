@@ -6,7 +6,8 @@
 
 #include "arfuse/allreduce.hpp"
 #include "arfuse/epilogue.hpp"
-#include "arfuse/templates/limits.cuh"
+
+#include "templates/limits.cuh"
 
 namespace arfuse {
 

@@ -1,15 +1,15 @@
-#include "arfuse/runtime/launch.hpp"
+#include "runtime/launch.hpp"
 
 #include <fmt/format.h>
 
 #include <cstddef>
 #include <cstdint>
 
-#include "arfuse/base/log.hpp"
-#include "arfuse/base/names.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
-#include "arfuse/runtime/epilogue_launch.hpp"
-#include "arfuse/runtime/kernel_args.hpp"
+#include "base/log.hpp"
+#include "base/names.hpp"
+#include "jit/kernel_spec.hpp"
+#include "runtime/epilogue_launch.hpp"
+#include "runtime/kernel_args.hpp"
 
 namespace arfuse {
 

@@ -5,9 +5,10 @@
 
 #include "arfuse/allreduce.hpp"
 #include "arfuse/epilogue.hpp"
-#include "arfuse/runtime/context.hpp"
-#include "arfuse/runtime/group_state.hpp"
-#include "arfuse/runtime/plan/plan.hpp"
+
+#include "runtime/context.hpp"
+#include "runtime/group_state.hpp"
+#include "runtime/plan/plan.hpp"
 
 namespace arfuse {
 

@@ -1,13 +1,14 @@
-#include "arfuse/runtime/signal_error.hpp"
+#include "runtime/signal_error.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
 #include "arfuse/error.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
-#include "arfuse/templates/quant_table.cuh"
-#include "arfuse/templates/signal.cuh"
+
+#include "jit/kernel_spec.hpp"
+#include "templates/quant_table.cuh"
+#include "templates/signal.cuh"
 
 namespace arfuse {
 

@@ -1,4 +1,4 @@
-#include "arfuse/runtime/validate.hpp"
+#include "runtime/validate.hpp"
 
 #include <fmt/format.h>
 
@@ -6,9 +6,10 @@
 #include <cstdint>
 #include <string_view>
 
-#include "arfuse/base/names.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
+
+#include "base/names.hpp"
+#include "jit/kernel_spec.hpp"
 
 namespace arfuse {
 namespace detail {

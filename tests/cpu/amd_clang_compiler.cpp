@@ -10,9 +10,10 @@
 #include <cstring>
 
 #include "arfuse/error.hpp"
-#include "arfuse/jit/compiler.hpp"
-#include "arfuse/jit/elf_file.hpp"
-#include "arfuse/jit/kernel_footprint.hpp"
+
+#include "jit/compiler.hpp"
+#include "jit/elf_file.hpp"
+#include "jit/kernel_footprint.hpp"
 
 #include "support.hpp"
 

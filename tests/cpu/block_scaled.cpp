@@ -1,7 +1,7 @@
 // [cpu][quant] The block-scaled formats of contract steps 7b and 7c in the reference model:
 // E2M1, E8M0 and UE8M0 conversions (every code, the edge exponents, ties), then per-token-group
 // FP8 and MXFP4 on hand-worked rows.
-#include "arfuse/reference/block_scaled.hpp"
+#include "reference/block_scaled.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -9,8 +9,9 @@
 #include <vector>
 
 #include "arfuse/error.hpp"
-#include "arfuse/reference/microscaling.hpp"
-#include "arfuse/reference/numerics.hpp"
+
+#include "reference/microscaling.hpp"
+#include "reference/numerics.hpp"
 
 #include "support.hpp"
 

@@ -1,12 +1,12 @@
 // [cpu][hostile] The one reader of outside JSON (arfuse/base/bounded_json.hpp): a document nested
 // a million deep is refused with its reason by the reader and by every caller that reads a file
 // from outside (the tuning table, the warm-up's spec-set configuration), not recursed into.
-#include "arfuse/base/bounded_json.hpp"
+#include "base/bounded_json.hpp"
 
 #include <string>
 #include <vector>
 
-#include "arfuse/jit/tuning.hpp"
+#include "jit/tuning.hpp"
 
 #include "support.hpp"
 

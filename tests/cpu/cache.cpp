@@ -18,11 +18,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/dynamic_library.hpp"
-#include "arfuse/base/system.hpp"
-#include "arfuse/cache/cache_key.hpp"
-#include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/error.hpp"
+
+#include "base/dynamic_library.hpp"
+#include "base/system.hpp"
+#include "cache/cache_key.hpp"
+#include "cache/kernel_cache.hpp"
 
 #include "support.hpp"
 

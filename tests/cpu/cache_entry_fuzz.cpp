@@ -8,7 +8,7 @@
 #include <fstream>
 #include <limits>
 
-#include "arfuse/cache/entry_file.hpp"
+#include "cache/entry_file.hpp"
 
 #include "support.hpp"
 

@@ -15,9 +15,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/spec_set.hpp"
+
+#include "cache/kernel_cache.hpp"
+#include "jit/spec_set.hpp"
 
 #include "support.hpp"
 

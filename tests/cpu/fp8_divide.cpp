@@ -6,12 +6,12 @@
 // and fresh random values); the hidden [exhaustive] case checks every amax.
 // clang-format off
 #include <cmath>  // first: the template calls fmaf and copysignf, which a device compiler provides
-#include "arfuse/templates/fp8_divide.cuh"
+#include "templates/fp8_divide.cuh"
 // clang-format on
 
 #include <algorithm>
 
-#include "arfuse/reference/numerics.hpp"
+#include "reference/numerics.hpp"
 
 #include "support.hpp"
 

@@ -5,12 +5,13 @@
 #include <memory>
 #include <type_traits>
 
-#include "arfuse/base/load_once.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/tuning.hpp"
-#include "arfuse/runtime/signal_error.hpp"
-#include "arfuse/templates/quant_table.cuh"
-#include "arfuse/templates/signal.cuh"
+
+#include "base/load_once.hpp"
+#include "jit/tuning.hpp"
+#include "runtime/signal_error.hpp"
+#include "templates/quant_table.cuh"
+#include "templates/signal.cuh"
 
 #include "row_layout.hpp"
 #include "support.hpp"

@@ -3,13 +3,14 @@
 // and its version, HIP error codes become DeviceError with HIP's names, gcnArchName parsing,
 // and the backend choice. The [gpu] suites run through the same backend on the H200 with
 // HIP_OVER_CUDA_FOR_TESTS=1 (tools/hip_over_cuda/hip_over_cuda.hpp).
-#include "arfuse/runtime/device/hip_runtime.hpp"
+#include "runtime/device/hip_runtime.hpp"
 
 #include <cstdlib>
 #include <string>
 
 #include "arfuse/error.hpp"
-#include "arfuse/runtime/device/backend.hpp"
+
+#include "runtime/device/backend.hpp"
 
 #include "hip_over_cuda.hpp"
 #include "support.hpp"

@@ -4,10 +4,11 @@
 #include <algorithm>
 
 #include "arfuse/error.hpp"
-#include "arfuse/jit/compiler.hpp"
-#include "arfuse/jit/elf_file.hpp"
-#include "arfuse/jit/kernel_footprint.hpp"
-#include "arfuse/jit/spec_set.hpp"
+
+#include "jit/compiler.hpp"
+#include "jit/elf_file.hpp"
+#include "jit/kernel_footprint.hpp"
+#include "jit/spec_set.hpp"
 
 #include "bench_kernels.hpp"
 #include "helper_kernels.hpp"

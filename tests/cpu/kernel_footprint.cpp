@@ -1,17 +1,17 @@
 // A kernel's registers, shared and local memory read from its cubin, and the blocks per SM they
 // allow, against NVIDIA's occupancy rules and what the H200's driver reported for arfuse's kernels;
 // a cubin claiming counts no kernel can have is malformed, never an overflow.
-#include "arfuse/jit/kernel_footprint.hpp"
+#include "jit/kernel_footprint.hpp"
 
 #include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstring>
 
-#include "arfuse/cache/disk_cache.hpp"
-#include "arfuse/jit/compiler.hpp"
-#include "arfuse/jit/elf_file.hpp"
-#include "arfuse/jit/render.hpp"
+#include "cache/disk_cache.hpp"
+#include "jit/compiler.hpp"
+#include "jit/elf_file.hpp"
+#include "jit/render.hpp"
 
 #include "support.hpp"
 

@@ -8,10 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/elf_file.hpp"
-#include "arfuse/jit/kernel_footprint.hpp"
+
+#include "cache/disk_cache.hpp"
+#include "jit/elf_file.hpp"
+#include "jit/kernel_footprint.hpp"
 
 #include "support.hpp"
 

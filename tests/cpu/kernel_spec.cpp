@@ -1,5 +1,5 @@
 // [cpu] KernelSpec validation, canonical forms and round trips; targets; block shapes.
-#include "arfuse/jit/kernel_spec.hpp"
+#include "jit/kernel_spec.hpp"
 
 #include <map>
 #include <set>
@@ -7,10 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "arfuse/error.hpp"
-#include "arfuse/jit/block_shape.hpp"
-#include "arfuse/jit/spec_set.hpp"
-#include "arfuse/templates/codes.cuh"
-#include "arfuse/templates/signal.cuh"
+
+#include "jit/block_shape.hpp"
+#include "jit/spec_set.hpp"
+#include "templates/codes.cuh"
+#include "templates/signal.cuh"
 
 #include "support.hpp"
 

@@ -4,7 +4,7 @@
 // threshold, UE8M0 rounding and E8M0 bytes for every exponent, floor(log2) and MXFP4's shared
 // exponent for every exponent and subnormal. Host f32 arithmetic is IEEE like the GPU's, and
 // these steps use no other arithmetic, so this checks what the GPU computes.
-#include "arfuse/reference/microscaling.hpp"
+#include "reference/microscaling.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,9 +12,9 @@
 #include <limits>
 #include <random>
 
-#include "arfuse/reference/block_scaled.hpp"
-#include "arfuse/reference/numerics.hpp"
-#include "arfuse/templates/microscaling.cuh"
+#include "reference/block_scaled.hpp"
+#include "reference/numerics.hpp"
+#include "templates/microscaling.cuh"
 
 #include "support.hpp"
 

@@ -10,10 +10,10 @@
 #include <set>
 #include <vector>
 
-#include "arfuse/reference/block_scaled.hpp"
-#include "arfuse/reference/microscaling.hpp"
-#include "arfuse/reference/numerics.hpp"
-#include "arfuse/templates/microscaling.cuh"
+#include "reference/block_scaled.hpp"
+#include "reference/microscaling.hpp"
+#include "reference/numerics.hpp"
+#include "templates/microscaling.cuh"
 
 #include "support.hpp"
 

@@ -9,7 +9,8 @@
 #include "arfuse/epilogue.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/group.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
+
+#include "jit/kernel_spec.hpp"
 
 #include "support.hpp"
 

@@ -1,10 +1,10 @@
 // [cpu] The reference conversions against known values, and the reference model's rules.
-#include "arfuse/reference/numerics.hpp"
+#include "reference/numerics.hpp"
 
 #include <cmath>
 #include <limits>
 
-#include "arfuse/reference/model.hpp"
+#include "reference/model.hpp"
 
 #include "support.hpp"
 

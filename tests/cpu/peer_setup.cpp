@@ -2,7 +2,7 @@
 // through a bootstrap and garbage is refused by rank; node and device accounting; failures
 // reach every rank; mismatched group options are refused on every rank before any rank
 // touches a device; NCCL's absence is reported, not fatal.
-#include "arfuse/runtime/setup/peer_setup.hpp"
+#include "runtime/setup/peer_setup.hpp"
 
 #include <cstdlib>
 #include <set>
@@ -12,7 +12,8 @@
 
 #include "arfuse/error.hpp"
 #include "arfuse/group.hpp"
-#include "arfuse/runtime/setup/nccl.hpp"
+
+#include "runtime/setup/nccl.hpp"
 
 #include "support.hpp"
 

@@ -1,14 +1,15 @@
 // [cpu] The plan of a call on synthetic machines: no GPU, no Group, only a Topology literal.
 // Covers the path, the kernel spec, the rows and the grid for one GPU with virtual ranks, W GPUs
 // with and without peer access, messages above the staging capacity, and forced stages.
-#include "arfuse/runtime/plan/plan.hpp"
+#include "runtime/plan/plan.hpp"
 
 #include <map>
 #include <set>
 
 #include "arfuse/error.hpp"
-#include "arfuse/runtime/kernel_args.hpp"
 #include "arfuse/settings.hpp"
+
+#include "runtime/kernel_args.hpp"
 
 #include "support.hpp"
 

@@ -1,7 +1,7 @@
 // [cpu] run_process, the seam the clang back end runs its compiler through: output collected,
 // exit codes kept, a program that hangs is killed at its timeout with everything it started, one
 // that is missing is an Error.
-#include "arfuse/base/subprocess.hpp"
+#include "base/subprocess.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -14,8 +14,9 @@
 #include <sstream>
 #include <string>
 
-#include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/error.hpp"
+
+#include "cache/disk_cache.hpp"
 
 #include "support.hpp"
 

@@ -2,7 +2,7 @@
 // links on the way: the cache and the socket rendezvous resolve their folder once, check every
 // component on its descriptor, and never touch anything outside what they checked; templates,
 // tuning tables, compilers and libraries named by a path are held to the same rule.
-#include "arfuse/base/trusted_folder.hpp"
+#include "base/trusted_folder.hpp"
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -16,17 +16,18 @@
 #include <fstream>
 #include <string>
 
-#include "arfuse/base/dynamic_library.hpp"
-#include "arfuse/base/system.hpp"
 #include "arfuse/bootstrap.hpp"
-#include "arfuse/cache/disk_cache.hpp"
-#include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/compiler.hpp"
-#include "arfuse/jit/render.hpp"
-#include "arfuse/jit/templates.hpp"
-#include "arfuse/jit/tuning.hpp"
 #include "arfuse/settings.hpp"
+
+#include "base/dynamic_library.hpp"
+#include "base/system.hpp"
+#include "cache/disk_cache.hpp"
+#include "cache/kernel_cache.hpp"
+#include "jit/compiler.hpp"
+#include "jit/render.hpp"
+#include "jit/templates.hpp"
+#include "jit/tuning.hpp"
 
 #include "support.hpp"
 

@@ -5,8 +5,9 @@
 #include <fstream>
 #include <thread>
 
-#include "arfuse/base/subprocess.hpp"
 #include "arfuse/error.hpp"
+
+#include "base/subprocess.hpp"
 
 #include "support.hpp"
 

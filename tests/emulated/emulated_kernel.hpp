@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "arfuse/base/dynamic_library.hpp"
-#include "arfuse/jit/render.hpp"
+#include "base/dynamic_library.hpp"
+#include "jit/render.hpp"
 
 namespace arfuse::test {
 

@@ -7,10 +7,10 @@
 #include <cmath>
 #include <limits>
 
-#include "arfuse/jit/spec_set.hpp"
-#include "arfuse/reference/block_scaled.hpp"
-#include "arfuse/reference/model.hpp"
-#include "arfuse/runtime/kernel_args.hpp"
+#include "jit/spec_set.hpp"
+#include "reference/block_scaled.hpp"
+#include "reference/model.hpp"
+#include "runtime/kernel_args.hpp"
 
 #include "emulated_kernel.hpp"
 #include "norm_probe.hpp"

@@ -8,12 +8,12 @@
 #include <memory>
 #include <thread>
 
-#include "arfuse/jit/spec_set.hpp"
-#include "arfuse/reference/block_scaled.hpp"
-#include "arfuse/reference/model.hpp"
-#include "arfuse/runtime/kernel_args.hpp"
-#include "arfuse/templates/quant_table.cuh"
-#include "arfuse/templates/signal.cuh"
+#include "jit/spec_set.hpp"
+#include "reference/block_scaled.hpp"
+#include "reference/model.hpp"
+#include "runtime/kernel_args.hpp"
+#include "templates/quant_table.cuh"
+#include "templates/signal.cuh"
 
 #include "emulated_kernel.hpp"
 #include "row_layout.hpp"

@@ -5,9 +5,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "arfuse/cache/cache_entry.hpp"
-#include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/error.hpp"
+
+#include "cache/cache_entry.hpp"
+#include "cache/kernel_cache.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::vector<std::uint8_t> bytes(data, data + size);

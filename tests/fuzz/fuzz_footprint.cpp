@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "arfuse/error.hpp"
-#include "arfuse/jit/elf_file.hpp"
-#include "arfuse/jit/kernel_footprint.hpp"
+
+#include "jit/elf_file.hpp"
+#include "jit/kernel_footprint.hpp"
 
 namespace {
 

@@ -11,12 +11,12 @@
 #include <limits>
 #include <memory>
 
-#include "arfuse/jit/compiler.hpp"
-#include "arfuse/reference/block_scaled.hpp"
-#include "arfuse/reference/numerics.hpp"
-#include "arfuse/runtime/context.hpp"
-#include "arfuse/templates/fp8_divide.cuh"
-#include "arfuse/templates/quant_table.cuh"
+#include "jit/compiler.hpp"
+#include "reference/block_scaled.hpp"
+#include "reference/numerics.hpp"
+#include "runtime/context.hpp"
+#include "templates/fp8_divide.cuh"
+#include "templates/quant_table.cuh"
 
 #include "device_outputs.hpp"
 #include "helper_kernels.hpp"

@@ -16,7 +16,8 @@
 #include "arfuse/epilogue.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/group.hpp"
-#include "arfuse/runtime/setup/nccl.hpp"
+
+#include "runtime/setup/nccl.hpp"
 
 #include "device_outputs.hpp"
 #include "rank_worker.hpp"

@@ -1,8 +1,8 @@
 // [gpu] What arfuse-cache code-diff reads from a cubin without a GPU (registers, shared and local
 // memory, and the blocks per SM they allow) against what the driver says of the loaded kernel.
-#include "arfuse/jit/kernel_footprint.hpp"
+#include "jit/kernel_footprint.hpp"
 
-#include "arfuse/runtime/context.hpp"
+#include "runtime/context.hpp"
 
 #include "support.hpp"
 

@@ -12,8 +12,9 @@
 
 #include "arfuse/bootstrap.hpp"
 #include "arfuse/group.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
-#include "arfuse/reference/model.hpp"
+
+#include "jit/kernel_spec.hpp"
+#include "reference/model.hpp"
 
 namespace arfuse::test {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/runtime/device/device.hpp"
-#include "arfuse/runtime/kernel_args.hpp"
+#include "runtime/device/device.hpp"
+#include "runtime/kernel_args.hpp"
 
 #include "support.hpp"
 

@@ -22,8 +22,9 @@
 
 #include "arfuse/device.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/compiler.hpp"
-#include "arfuse/runtime/device/hip_runtime.hpp"
+
+#include "jit/compiler.hpp"
+#include "runtime/device/hip_runtime.hpp"
 
 #include "hip_over_cuda.hpp"
 #include "rank_worker.hpp"

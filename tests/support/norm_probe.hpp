@@ -12,8 +12,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "arfuse/jit/block_shape.hpp"
-#include "arfuse/reference/model.hpp"
+#include "jit/block_shape.hpp"
+#include "reference/model.hpp"
 
 namespace arfuse::test {
 

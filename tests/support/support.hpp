@@ -18,8 +18,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "arfuse/jit/kernel_spec.hpp"
-#include "arfuse/reference/model.hpp"
+#include "jit/kernel_spec.hpp"
+#include "reference/model.hpp"
 
 namespace arfuse::test {
 

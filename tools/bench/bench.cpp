@@ -18,8 +18,9 @@
 
 #include "arfuse/epilogue.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/compiler.hpp"
-#include "arfuse/reference/model.hpp"
+
+#include "jit/compiler.hpp"
+#include "reference/model.hpp"
 
 #include "bench_compare.hpp"
 #include "bench_modes.hpp"

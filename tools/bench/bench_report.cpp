@@ -10,8 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/bounded_json.hpp"
 #include "arfuse/error.hpp"
+
+#include "base/bounded_json.hpp"
 
 namespace arfuse::tools {
 namespace {

@@ -9,7 +9,8 @@
 
 #include "arfuse/epilogue.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/reference/numerics.hpp"
+
+#include "reference/numerics.hpp"
 
 namespace arfuse::tools {
 

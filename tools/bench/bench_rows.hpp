@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/reference/model.hpp"
-#include "arfuse/runtime/context.hpp"
+#include "reference/model.hpp"
+#include "runtime/context.hpp"
 
 #include "bench_timing.hpp"
 #include "cli.hpp"

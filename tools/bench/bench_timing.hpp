@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/runtime/device/device.hpp"
+#include "runtime/device/device.hpp"
 
 namespace arfuse::tools {
 

@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <string>
 
-#include "arfuse/jit/compiler.hpp"
-#include "arfuse/runtime/device/device.hpp"
+#include "jit/compiler.hpp"
+#include "runtime/device/device.hpp"
 
 #include "pdl_producer.hpp"
 

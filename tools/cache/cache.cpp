@@ -10,10 +10,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/bounded_json.hpp"
-#include "arfuse/cache/disk_cache.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
+
+#include "base/bounded_json.hpp"
+#include "cache/disk_cache.hpp"
+#include "jit/kernel_spec.hpp"
 
 #include "cache_code_diff.hpp"
 #include "cache_footprint.hpp"

@@ -8,10 +8,11 @@
 #include <string>
 #include <utility>
 
-#include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/elf_file.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
+
+#include "cache/kernel_cache.hpp"
+#include "jit/elf_file.hpp"
+#include "jit/kernel_spec.hpp"
 
 #include "cache_footprint.hpp"
 

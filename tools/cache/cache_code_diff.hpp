@@ -4,7 +4,7 @@
 // objects are both ELF files, and their code, shared-memory and constant sections say what runs.
 #pragma once
 
-#include "arfuse/cache/disk_cache.hpp"
+#include "cache/disk_cache.hpp"
 
 namespace arfuse::tools {
 

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "arfuse/jit/block_shape.hpp"
+#include "jit/block_shape.hpp"
 
 namespace arfuse::tools {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/jit/kernel_footprint.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
+#include "jit/kernel_footprint.hpp"
+#include "jit/kernel_spec.hpp"
 
 namespace arfuse::tools {
 

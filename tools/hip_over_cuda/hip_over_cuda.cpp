@@ -6,8 +6,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "arfuse/runtime/device/cuda_driver.hpp"
-#include "arfuse/runtime/device/hip_runtime.hpp"
+#include "runtime/device/cuda_driver.hpp"
+#include "runtime/device/hip_runtime.hpp"
 
 namespace arfuse::tools {
 namespace {

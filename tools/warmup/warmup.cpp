@@ -23,13 +23,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/bounded_json.hpp"
-#include "arfuse/base/log.hpp"
-#include "arfuse/base/subprocess.hpp"
-#include "arfuse/cache/kernel_cache.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/spec_set.hpp"
-#include "arfuse/runtime/device/device.hpp"
+
+#include "base/bounded_json.hpp"
+#include "base/log.hpp"
+#include "base/subprocess.hpp"
+#include "cache/kernel_cache.hpp"
+#include "jit/spec_set.hpp"
+#include "runtime/device/device.hpp"
 
 #include "cli.hpp"
 #include "warmup_progress.hpp"

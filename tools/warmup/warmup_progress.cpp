@@ -8,7 +8,7 @@
 #include <fstream>
 #include <map>
 
-#include "arfuse/cache/disk_cache.hpp"
+#include "cache/disk_cache.hpp"
 
 #include "cli.hpp"
 

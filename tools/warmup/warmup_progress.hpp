@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/jit/kernel_spec.hpp"
+#include "jit/kernel_spec.hpp"
 
 namespace arfuse::tools {
 

@@ -1,11 +1,12 @@
-#include "arfuse/runtime/device/backend.hpp"
+#include "runtime/device/backend.hpp"
 
 #include <fmt/format.h>
 
-#include "arfuse/base/load_once.hpp"
-#include "arfuse/base/log.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/settings.hpp"
+
+#include "base/load_once.hpp"
+#include "base/log.hpp"
 
 namespace arfuse::device {
 namespace {

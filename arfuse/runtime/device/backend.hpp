@@ -10,8 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "arfuse/runtime/device/device.hpp"
 #include "arfuse/target.hpp"
+
+#include "runtime/device/device.hpp"
 
 namespace arfuse::device {
 

@@ -5,8 +5,9 @@
 #include <cstring>
 
 #include "arfuse/error.hpp"
-#include "arfuse/runtime/device/backend.hpp"
-#include "arfuse/runtime/device/cuda_driver.hpp"
+
+#include "runtime/device/backend.hpp"
+#include "runtime/device/cuda_driver.hpp"
 
 namespace arfuse::device {
 namespace {

@@ -1,12 +1,13 @@
-#include "arfuse/runtime/device/cuda_driver.hpp"
+#include "runtime/device/cuda_driver.hpp"
 
 #include <fmt/format.h>
 
 #include <memory>
 
-#include "arfuse/base/dynamic_library.hpp"
-#include "arfuse/base/load_once.hpp"
 #include "arfuse/error.hpp"
+
+#include "base/dynamic_library.hpp"
+#include "base/load_once.hpp"
 
 namespace arfuse::cuda {
 namespace {

@@ -1,9 +1,10 @@
-#include "arfuse/runtime/device/device.hpp"
+#include "runtime/device/device.hpp"
 
 #include <fmt/format.h>
 
 #include "arfuse/error.hpp"
-#include "arfuse/runtime/device/backend.hpp"
+
+#include "runtime/device/backend.hpp"
 
 namespace arfuse {
 

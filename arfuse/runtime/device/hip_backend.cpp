@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "arfuse/error.hpp"
-#include "arfuse/runtime/device/backend.hpp"
-#include "arfuse/runtime/device/hip_runtime.hpp"
+
+#include "runtime/device/backend.hpp"
+#include "runtime/device/hip_runtime.hpp"
 
 namespace arfuse::device {
 namespace {

@@ -1,14 +1,15 @@
-#include "arfuse/runtime/device/hip_runtime.hpp"
+#include "runtime/device/hip_runtime.hpp"
 
 #include <fmt/format.h>
 
 #include <atomic>
 #include <memory>
 
-#include "arfuse/base/dynamic_library.hpp"
-#include "arfuse/base/load_once.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/target.hpp"
+
+#include "base/dynamic_library.hpp"
+#include "base/load_once.hpp"
 
 namespace arfuse::hip {
 namespace {

@@ -1,7 +1,8 @@
-#include "arfuse/runtime/device/ipc.hpp"
+#include "runtime/device/ipc.hpp"
 
 #include "arfuse/error.hpp"
-#include "arfuse/runtime/device/backend.hpp"
+
+#include "runtime/device/backend.hpp"
 
 namespace arfuse {
 

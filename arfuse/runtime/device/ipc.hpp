@@ -5,7 +5,8 @@
 #include <string>
 
 #include "arfuse/error.hpp"
-#include "arfuse/runtime/device/device.hpp"
+
+#include "runtime/device/device.hpp"
 
 namespace arfuse {
 

@@ -1,9 +1,10 @@
-#include "arfuse/runtime/plan/plan.hpp"
+#include "runtime/plan/plan.hpp"
 
 #include <fmt/format.h>
 
-#include "arfuse/base/names.hpp"
 #include "arfuse/error.hpp"
+
+#include "base/names.hpp"
 
 namespace arfuse {
 

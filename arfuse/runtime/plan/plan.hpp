@@ -11,9 +11,10 @@
 
 #include "arfuse/allreduce.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
-#include "arfuse/jit/tuning.hpp"
-#include "arfuse/runtime/plan/topology.hpp"
+
+#include "jit/kernel_spec.hpp"
+#include "jit/tuning.hpp"
+#include "runtime/plan/topology.hpp"
 
 namespace arfuse {
 

@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "arfuse/target.hpp"
-#include "arfuse/templates/limits.cuh"
-#include "arfuse/templates/signal.cuh"
+
+#include "templates/limits.cuh"
+#include "templates/signal.cuh"
 
 namespace arfuse {
 

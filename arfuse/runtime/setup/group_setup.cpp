@@ -1,4 +1,4 @@
-#include "arfuse/runtime/setup/group_setup.hpp"
+#include "runtime/setup/group_setup.hpp"
 
 #include <fmt/format.h>
 
@@ -7,12 +7,13 @@
 #include <map>
 #include <random>
 
-#include "arfuse/base/log.hpp"
-#include "arfuse/base/names.hpp"
 #include "arfuse/error.hpp"
-#include "arfuse/runtime/setup/peer_setup.hpp"
-#include "arfuse/templates/signal.cuh"
 #include "arfuse/version.hpp"
+
+#include "base/log.hpp"
+#include "base/names.hpp"
+#include "runtime/setup/peer_setup.hpp"
+#include "templates/signal.cuh"
 
 namespace arfuse {
 

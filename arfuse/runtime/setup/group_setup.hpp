@@ -16,11 +16,12 @@
 #include <vector>
 
 #include "arfuse/allreduce.hpp"
-#include "arfuse/jit/tuning.hpp"
-#include "arfuse/runtime/device/device.hpp"
-#include "arfuse/runtime/device/ipc.hpp"
-#include "arfuse/runtime/plan/topology.hpp"
-#include "arfuse/runtime/setup/nccl.hpp"
+
+#include "jit/tuning.hpp"
+#include "runtime/device/device.hpp"
+#include "runtime/device/ipc.hpp"
+#include "runtime/plan/topology.hpp"
+#include "runtime/setup/nccl.hpp"
 
 namespace arfuse {
 

@@ -1,4 +1,4 @@
-#include "arfuse/runtime/setup/nccl.hpp"
+#include "runtime/setup/nccl.hpp"
 
 #include <fmt/format.h>
 
@@ -6,10 +6,11 @@
 #include <cstring>
 #include <mutex>
 
-#include "arfuse/base/dynamic_library.hpp"
-#include "arfuse/base/load_once.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/settings.hpp"
+
+#include "base/dynamic_library.hpp"
+#include "base/load_once.hpp"
 
 namespace arfuse {
 namespace {

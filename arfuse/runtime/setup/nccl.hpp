@@ -8,8 +8,9 @@
 #include <string>
 
 #include "arfuse/bootstrap.hpp"
-#include "arfuse/jit/kernel_spec.hpp"
-#include "arfuse/runtime/device/device.hpp"
+
+#include "jit/kernel_spec.hpp"
+#include "runtime/device/device.hpp"
 
 namespace arfuse {
 

@@ -1,4 +1,4 @@
-#include "arfuse/runtime/setup/peer_setup.hpp"
+#include "runtime/setup/peer_setup.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -10,8 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "arfuse/base/bounded_json.hpp"
 #include "arfuse/error.hpp"
+
+#include "base/bounded_json.hpp"
 
 namespace arfuse::detail {
 namespace {

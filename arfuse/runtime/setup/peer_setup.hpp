@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "arfuse/bootstrap.hpp"
-#include "arfuse/runtime/device/device.hpp"
-#include "arfuse/templates/signal.cuh"
+
+#include "runtime/device/device.hpp"
+#include "templates/signal.cuh"
 
 namespace arfuse::detail {
 

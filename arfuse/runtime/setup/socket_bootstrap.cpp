@@ -30,12 +30,13 @@
 #include <random>
 #include <utility>
 
-#include "arfuse/base/sha256.hpp"
-#include "arfuse/base/system.hpp"
-#include "arfuse/base/trusted_folder.hpp"
 #include "arfuse/bootstrap.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/settings.hpp"
+
+#include "base/sha256.hpp"
+#include "base/system.hpp"
+#include "base/trusted_folder.hpp"
 
 namespace arfuse {
 namespace {
