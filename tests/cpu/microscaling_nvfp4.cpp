@@ -33,9 +33,7 @@ ref::Bits16 bf16_row(const std::vector<float>& values) {
 }
 
 std::uint32_t bits_of(float v) { return ref::float_to_bits(v); }
-}  // namespace
 
-namespace {
 // e4m3fn_scale(x) against the reference: the code, and the code's value bit for bit (NaN for NaN).
 bool scale_matches(float x) {
   const arfuse::E4m3Scale got = arfuse::e4m3fn_scale(x);

@@ -1,8 +1,8 @@
 # cmake -DSOURCE=<arfuse source> -DWORK=<scratch folder> -DMODE=find_package|subdirectory -P check.cmake
 #   find_package: builds arfuse as a shared library with its tools, installs it, checks that the
 #     tools run and that libarfuse.so exports no internal namespace (the tools link the internal
-#     archive) and nothing but arfuse's own symbols, then builds and runs tests/downstream against the install tree with every public
-#     header included;
+#     archive) and nothing but arfuse's own symbols, then builds and runs tests/downstream
+#     against the install tree with every public header included;
 #   subdirectory: builds and runs tests/downstream with arfuse added by add_subdirectory.
 cmake_minimum_required(VERSION 3.20)
 include(${SOURCE}/cmake/public_headers.cmake)

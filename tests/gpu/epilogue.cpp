@@ -609,7 +609,7 @@ TEST_CASE("NVFP4 with the peers' approximate reciprocals: how many bytes differ 
   // block scale and 1 / (s * (1 / global)) in the elements' multiplier (their published kernels).
   // Their formula, with that instruction, against arfuse's IEEE one (contract step 7e) on the same y.
   Context& ctx = gpu_context();
-  const Kernel kernel = load_template_test_kernel(ctx.device(), "microscaling.cuh", "peer_nvfp4", R"(
+  const Kernel kernel = load_template_test_kernel(ctx.device(), "quant/nvfp4.cuh", "peer_nvfp4", R"(
 __device__ float rcp_approx_ftz(float a) {
   float b;
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(b) : "f"(a));
@@ -623,11 +623,10 @@ extern "C" __global__ void peer_nvfp4(const float* y, const float* global, unsig
   float amax = 0.0f;
   for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(v[i]));
   const float g = *global;
-  const float unrounded = g * (amax * rcp_approx_ftz(6.0f));
-  unsigned short pair;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(unrounded));
-  const unsigned code = pair & 0xffu;
-  const float s = arfuse::e4m3fn_scale(unrounded).value;  // the code's value
+  // Their scale conversion is the hardware's cvt.rn.satfinite.e4m3x2.f32, as nvfp4_scale's on sm_89+.
+  const arfuse::E4m3Scale scale = arfuse::nvfp4_scale(g * (amax * rcp_approx_ftz(6.0f)));
+  const unsigned code = scale.code;
+  const float s = scale.value;
   const float multiplier = s != 0.0f ? rcp_approx_ftz(s * rcp_approx_ftz(g)) : 0.0f;
   for (int i = 0; i < 8; ++i) {
     out[8 * b + i] = (unsigned char)(arfuse::e2m1_code(v[2 * i] * multiplier) |

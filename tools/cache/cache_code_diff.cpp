@@ -40,11 +40,14 @@ size_t code_bytes(const EntryCode& code) {
   return bytes;
 }
 
-// A cubin's code is whole 16-byte instructions (sm_70 and later); AMD's instructions vary in
-// length, so their code is told in bytes.
-std::string code_size(const jit::KernelSpec& spec, size_t bytes) {
-  return spec.target.vendor() == Vendor::nvidia ? fmt::format("{} instructions", bytes / 16)
-                                                : fmt::format("{} bytes", bytes);
+// How much code `bytes` of a vendor's machine code is: a cubin's code is whole 16-byte
+// instructions (sm_70 and later); AMD's instructions vary in length, so their code is told in bytes.
+struct CodeSize {
+  size_t count;
+  const char* unit;
+};
+CodeSize code_size(Vendor vendor, size_t bytes) {
+  return vendor == Vendor::nvidia ? CodeSize{bytes / 16, "instructions"} : CodeSize{bytes, "bytes"};
 }
 
 // The spec of each good entry, with its code; bad entries are counted, as verify does.
@@ -93,8 +96,9 @@ int cmd_code_diff(cache::DiskCache& mine, cache::DiskCache& other) {
       const size_t before = code_bytes(code), after = code_bytes(it->second);
       auto& total = differing_bytes[parsed.target.vendor()];
       total.first += before, total.second += after;
-      std::printf("DIFFERS %s: code %s -> %s%s\n", spec.c_str(), code_size(parsed, before).c_str(),
-                  code_size(parsed, after).c_str(), change.c_str());
+      const CodeSize was = code_size(parsed.target.vendor(), before), is = code_size(parsed.target.vendor(), after);
+      std::printf("DIFFERS %s: code %zu %s -> %zu %s%s\n", spec.c_str(), was.count, was.unit, is.count, is.unit,
+                  change.c_str());
     }
   }
   for (const auto& [spec, code] : b) {
@@ -103,10 +107,9 @@ int cmd_code_diff(cache::DiskCache& mine, cache::DiskCache& other) {
   std::printf("%d specs with the same code, %d differ, %d only in %s, %d only in %s, %d unreadable\n", same, differ,
               only_mine, mine.dir().c_str(), only_other, other.dir().c_str(), unreadable);
   for (const auto& [vendor, total] : differing_bytes) {
-    const bool nvidia = vendor == Vendor::nvidia;
-    std::printf("code of the %s specs that differ: %zu -> %zu %s\n", nvidia ? "NVIDIA" : "AMD",
-                nvidia ? total.first / 16 : total.first, nvidia ? total.second / 16 : total.second,
-                nvidia ? "instructions" : "bytes");
+    const CodeSize was = code_size(vendor, total.first), is = code_size(vendor, total.second);
+    std::printf("code of the %s specs that differ: %zu -> %zu %s\n", vendor == Vendor::nvidia ? "NVIDIA" : "AMD",
+                was.count, is.count, is.unit);
   }
   if (footprints > 0) {
     std::printf("of those that differ, %d have another footprint, %d of them other blocks per SM%s\n", footprints,
