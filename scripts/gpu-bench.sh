@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On a machine with a GPU, after `source scripts/gpu-run.sh`: the measurements behind
+# On a machine with a GPU: builds and warms (scripts/gpu-run.sh), then takes the measurements behind
 # docs/performance.md, as JSON, charts and the page's tables (scripts/perf-tables.py), under
 # $ARFUSE_LOG_DIR (default gpu-logs/). The PyTorch and kernel peers run with $ARFUSE_PYTHON
 # (default python3; needs torch, and arfuse installed in it; FlashInfer and Liger where present). Usage: scripts/gpu-bench.sh [--runs N]
@@ -12,7 +12,9 @@ case "${1:-}" in
   *) echo "gpu-bench.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
 esac
 B=build-gpu/tools/arfuse-bench
-[ -x "$B" ] || { echo "gpu-bench.sh: no $B: source scripts/gpu-run.sh first" >&2; exit 2; }
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/gpu-run.sh
+source scripts/gpu-run.sh || { echo "gpu-bench.sh: the build or the warm-up failed (above)" >&2; exit 2; }
 logs=${ARFUSE_LOG_DIR:-$PWD/gpu-logs}
 mkdir -p "$logs"
 shapes=1x6144,8x6144,32x6144,64x6144,128x6144,256x6144,512x6144,1024x6144,4096x6144,1x8192,8x8192,32x8192,64x8192,128x8192,256x8192,512x8192,1024x8192,4096x8192

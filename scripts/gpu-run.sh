@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a machine with a GPU: build everything, tests included, into build-gpu/ and warm the
-# default set; sourced by scripts/gpu-suites.sh and scripts/gpu-bench.sh callers, so that they
-# inherit the environment it sets (ARFUSE_CACHE_DIR, LD_LIBRARY_PATH, ARFUSE_NCCL_LIBRARY).
+# default set. scripts/gpu-suites.sh and scripts/gpu-bench.sh source it first; source it yourself
+# to run single tests with the environment it sets (ARFUSE_CACHE_DIR, LD_LIBRARY_PATH,
+# ARFUSE_NCCL_LIBRARY).
 # ARFUSE_DEBS=DIR: a folder of the build dependencies' Debian packages (fmt, nlohmann-json,
 # Catch2), unpacked into build-gpu/deps, for a machine without a package registry.
 # ARFUSE_LOG_DIR (default gpu-logs/): where the logs go.

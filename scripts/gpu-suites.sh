@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# On a machine with a GPU, after `source scripts/gpu-run.sh`: every GPU suite at this tree (as
-# CONTRIBUTING.md lists them), logs under $ARFUSE_LOG_DIR and one line per suite at the end. The
+# On a machine with a GPU: builds and warms (scripts/gpu-run.sh), then runs every GPU suite at this
+# tree (as CONTRIBUTING.md lists them), logs under $ARFUSE_LOG_DIR and one line per suite at the end. The
 # two in-process [gpu] halves and [cpu] run at once; [multiprocess], [gpu][nccl], the quick
 # start and the Python GPU tests (with $ARFUSE_PYTHON, which has torch) after them, alone. A suite
 # that would start after --budget seconds is reported NOT RUN. Exit status 0 only when every
@@ -18,7 +18,9 @@ while [ $# -gt 0 ]; do
 done
 case "$budget" in ''|*[!0-9]*) echo "gpu-suites.sh: --budget takes whole seconds, not '$budget'" >&2; exit 2 ;; esac
 tests=build-gpu/tests/arfuse-tests
-[ -x "$tests" ] || { echo "gpu-suites.sh: no $tests: source scripts/gpu-run.sh first" >&2; exit 2; }
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/gpu-run.sh
+source scripts/gpu-run.sh || { echo "gpu-suites.sh: the build or the warm-up failed (above)" >&2; exit 2; }
 logs=${ARFUSE_LOG_DIR:-$PWD/gpu-logs}
 mkdir -p "$logs"
 start=$(date +%s)
