@@ -1,12 +1,26 @@
-# Writes OUTPUT: a C++ file holding the bytes of every template in TEMPLATE_DIR, so the
-# library carries its kernel sources. Run with cmake -P at build time.
+# Writes OUTPUT: a C++ file holding the bytes of every template in TEMPLATE_DIR, and of the
+# public headers the templates include (PUBLIC_HEADERS, ;-separated, relative to PUBLIC_DIR:
+# arfuse/quant_modes.hpp), so the library carries its kernel sources. Run with cmake -P at build
+# time.
 file(GLOB_RECURSE TEMPLATES ${TEMPLATE_DIR}/*.cuh)
 list(SORT TEMPLATES)
+set(sources "")
+foreach(path IN LISTS TEMPLATES)
+  file(RELATIVE_PATH name "${TEMPLATE_DIR}" "${path}")  # quant/nvfp4.cuh: the name includes use
+  list(APPEND sources "${name}|${path}")
+endforeach()
+string(REPLACE "," ";" PUBLIC_HEADERS "${PUBLIC_HEADERS}")
+foreach(name IN LISTS PUBLIC_HEADERS)
+  list(APPEND sources "${name}|${PUBLIC_DIR}/${name}")
+endforeach()
 set(body "")
 set(table "")
 set(index 0)
-foreach(path IN LISTS TEMPLATES)
-  file(RELATIVE_PATH name "${TEMPLATE_DIR}" "${path}")  # quant/nvfp4.cuh: the name includes use
+foreach(source IN LISTS sources)
+  string(FIND "${source}" "|" bar)
+  string(SUBSTRING "${source}" 0 ${bar} name)
+  math(EXPR start "${bar} + 1")
+  string(SUBSTRING "${source}" ${start} -1 path)
   file(READ "${path}" hex HEX)
   string(LENGTH "${hex}" hex_length)
   math(EXPR size "${hex_length} / 2")

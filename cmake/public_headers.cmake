@@ -4,4 +4,4 @@
 # header that includes a private one fails to build.
 set(ARFUSE_PUBLIC_HEADERS
     allreduce.hpp arfuse.hpp bootstrap.hpp cache.hpp context.hpp device.hpp epilogue.hpp error.hpp group.hpp
-    modes.hpp settings.hpp target.hpp version.hpp)
+    modes.hpp quant_modes.hpp settings.hpp target.hpp version.hpp)

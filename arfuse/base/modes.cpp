@@ -11,7 +11,6 @@
 namespace arfuse {
 namespace {
 
-static_assert(int(Quant::nvfp4) + 1 == kQuantFamilies, "one Quant value per row of the mode table");
 static_assert(int(Norm::rms) == kNormRms && int(Norm::gemma) == kNormGemma, "Norm codes");
 static_assert(int(ScaleFormat::f32) == kScaleF32 && int(ScaleFormat::ue8m0_f32) == kScaleUe8m0F32 &&
                   int(ScaleFormat::e8m0) == kScaleE8m0,

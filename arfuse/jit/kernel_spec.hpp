@@ -56,7 +56,7 @@ struct KernelSpec {
   // no string). unpacked(packed(), target) is canonical().
   std::uint64_t packed() const;
   static KernelSpec unpacked(std::uint64_t code, const Target& target);
-  // The kernel's quant code (templates/quant_table.cuh): the mode and its mirror in one number.
+  // The kernel's quant code (templates/quant_table.cuh, quant_code): the mode and its mirror in one number.
   int quant_code() const;
   static KernelSpec parse(std::string_view text);
   nlohmann::json json() const;

@@ -4,6 +4,9 @@
 
 #include <initializer_list>
 #include <string>
+#include <vector>
+
+#include "arfuse/quant_modes.hpp"
 
 namespace arfuse::jit {
 namespace {
@@ -89,7 +92,13 @@ Source render(const KernelSpec& requested) {
   s.block = block_shape(s.spec.hidden, s.spec.target.warp_size());
   const std::string root = root_template(s.spec.module);
   s.program_name = std::string(to_string(s.spec.module)) + ".cu";
-  s.text = expand_includes(root, s.templates);
+  // The root, then every mode's quantiser, which the root's kernels reach through Quantiser
+  // (templates/quant/quantiser.cuh): the mode table is the one list of them.
+  std::vector<std::string> roots{root};
+  for (const QuantRow& row : kQuantRows) {
+    if (*row.quantiser != '\0') roots.emplace_back(row.quantiser);
+  }
+  s.text = expand_includes(roots, s.templates);
   s.name_expression = name_expression(s.spec, s.block);
   s.options = options_for(s.spec.target);
   return s;

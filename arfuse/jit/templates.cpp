@@ -77,7 +77,8 @@ std::vector<std::string> template_names() {
 TemplateFile load_template(const std::string& name) {
   for (const auto& t : embedded_templates()) {
     if (name != t.name) continue;
-    if (const auto dir = settings::text("ARFUSE_TEMPLATE_DIR")) {
+    const bool public_header = name.rfind("arfuse/", 0) == 0;
+    if (const auto dir = settings::text("ARFUSE_TEMPLATE_DIR"); dir && !public_header) {
       return TemplateFile{name, read_template(*dir, name)};
     }
     return TemplateFile{name, std::string(t.text, t.size)};
@@ -87,10 +88,10 @@ TemplateFile load_template(const std::string& name) {
   throw Error(fmt::format("unknown template '{}': the templates are {}", name, known));
 }
 
-std::string expand_includes(const std::string& root, std::vector<TemplateFile>& included) {
+std::string expand_includes(const std::vector<std::string>& roots, std::vector<TemplateFile>& included) {
   included.clear();
   std::string out;
-  expand(root, included, out);
+  for (const auto& root : roots) expand(root, included, out);
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "arfuse/error.hpp"
 
@@ -157,6 +158,34 @@ Nvfp4Outputs nvfp4_quant(int hidden, DType dtype, int tokens, const Bits16& y, f
     }
   }
   return o;
+}
+
+void quantize_block_scaled(const EpilogueConfig& c, int tokens, const Bits16& all_y, EpilogueOutputs& o) {
+  switch (c.mode.quant) {
+    case Quant::fp8_group: {
+      GroupQuantConfig g{c.hidden,           c.mode.group_size, c.dtype, c.target.fp8_format(), c.mode.scale_format,
+                         c.mode.scale_layout};
+      auto grouped = group_quant(g, tokens, all_y);
+      o.q = std::move(grouped.q), o.scales = std::move(grouped.scales), o.scale_bytes = std::move(grouped.scale_bytes);
+      break;
+    }
+    case Quant::mxfp4: {
+      auto mx = mxfp4_quant(c.hidden, c.dtype, tokens, all_y);
+      o.q = std::move(mx.packed), o.scale_bytes = std::move(mx.scales);
+      break;
+    }
+    case Quant::fp8_static:
+      o.q = static_fp8_quant(c.hidden, c.dtype, c.target.fp8_format(), tokens, all_y, c.quant_scale);
+      break;
+    case Quant::nvfp4: {
+      auto nv = nvfp4_quant(c.hidden, c.dtype, tokens, all_y, c.quant_scale, c.mode.scale_layout);
+      o.q = std::move(nv.packed), o.scale_bytes = std::move(nv.scales);
+      break;
+    }
+    case Quant::none:
+    case Quant::fp8:
+      throw Error(std::string("quantize_block_scaled: ") + to_string(c.mode.quant) + " is not a block-scaled mode");
+  }
 }
 
 }  // namespace arfuse::reference

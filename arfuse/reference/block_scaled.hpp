@@ -17,6 +17,11 @@
 
 namespace arfuse::reference {
 
+// Steps 7b-7e of every row's y (T bits [tokens, hidden]) for a block-scaled mode (every mode but
+// none and per-token fp8), into o's q, scales and scale_bytes: the one place the reference picks a
+// mode's step (epilogue() calls it), so a new mode's step is written in this file only.
+void quantize_block_scaled(const EpilogueConfig& config, int tokens, const Bits16& y, EpilogueOutputs& o);
+
 struct GroupQuantConfig {
   int hidden = 0;
   int group_size = 128;

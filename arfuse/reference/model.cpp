@@ -149,30 +149,7 @@ EpilogueOutputs epilogue(const EpilogueConfig& c, int tokens, const Bits16& ar, 
     }
     if (token_fp8) quantize_row(c, l, y.data(), o.q.data() + row, o.scales.data() + t);
   }
-  switch (c.mode.quant) {  // steps 7b-7e over every row's y
-    case Quant::fp8_group: {
-      GroupQuantConfig g{c.hidden,           c.mode.group_size, c.dtype, c.target.fp8_format(), c.mode.scale_format,
-                         c.mode.scale_layout};
-      auto grouped = group_quant(g, tokens, all_y);
-      o.q = std::move(grouped.q), o.scales = std::move(grouped.scales), o.scale_bytes = std::move(grouped.scale_bytes);
-      break;
-    }
-    case Quant::mxfp4: {
-      auto mx = mxfp4_quant(c.hidden, c.dtype, tokens, all_y);
-      o.q = std::move(mx.packed), o.scale_bytes = std::move(mx.scales);
-      break;
-    }
-    case Quant::fp8_static:
-      o.q = static_fp8_quant(c.hidden, c.dtype, c.target.fp8_format(), tokens, all_y, c.quant_scale);
-      break;
-    case Quant::nvfp4: {
-      auto nv = nvfp4_quant(c.hidden, c.dtype, tokens, all_y, c.quant_scale, c.mode.scale_layout);
-      o.q = std::move(nv.packed), o.scale_bytes = std::move(nv.scales);
-      break;
-    }
-    case Quant::none:
-    case Quant::fp8: break;
-  }
+  if (block_scaled) quantize_block_scaled(c, tokens, all_y, o);  // steps 7b-7e over every row's y
   return o;
 }
 

@@ -1,17 +1,15 @@
 // The epilogue for one token row, shared by every kernel: residual add, RMSNorm (ordinary or
 // Gemma) and the row's quantiser, steps 2-7 of the numeric contract (docs/numeric-contract.md).
-// The reductions are reduce.cuh's, the row layout row.cuh's, each quantiser in quant/.
+// The reductions are reduce.cuh's, the row layout row.cuh's; each mode's quantiser is its
+// Quantiser specialisation under quant/, which the kernel program includes from the mode table.
 #pragma once
 
 #include "fp8_divide.cuh"
 #include "limits.cuh"
 #include "microscaling.cuh"
 #include "platform.cuh"
-#include "quant/group_fp8.cuh"
-#include "quant/mxfp4.cuh"
-#include "quant/nvfp4.cuh"
-#include "quant/static_fp8.cuh"
-#include "quant/token_fp8.cuh"
+#include "quant/call_scale.cuh"
+#include "quant/quantiser.cuh"
 #include "quant_table.cuh"
 #include "reduce.cuh"
 #include "row.cuh"
@@ -23,12 +21,12 @@ namespace arfuse {
 // tiles per row.
 template <int QUANT, int SCALE>
 __device__ __forceinline__ void* row_scales(void* scales, int row, int row_stride, int group_stride) {
-  if constexpr (kQuantIsNvfp4<QUANT>) {
+  if constexpr (kQuantSwizzles<QUANT>) {
     return static_cast<u8*>(scales) +
            (group_stride == 0 ? swizzled_row_offset(row, row_stride) : (long long)row * row_stride);
   }
   const long long offset = (long long)row * row_stride;
-  if constexpr (SCALE == kScaleE8m0 || kQuantIsMxfp4<QUANT>) return static_cast<u8*>(scales) + offset;
+  if constexpr (SCALE == kScaleE8m0 || kQuantScaleBytes<QUANT>) return static_cast<u8*>(scales) + offset;
   return static_cast<float*>(scales) + offset;
 }
 
@@ -52,32 +50,22 @@ __device__ __forceinline__ void place_row_scales(RowOutputs<T>& o, void* scales,
                                                  int group_stride, QuantScale quant_scale) {
   o.scale = row_scales<QUANT, SCALE>(scales, row, row_stride, group_stride);
   o.scale_group_stride = group_stride;
-  o.swizzled_tiles = kQuantIsNvfp4<QUANT> && group_stride == 0 ? row_stride : 0;
+  o.swizzled_tiles = kQuantSwizzles<QUANT> && group_stride == 0 ? row_stride : 0;
   o.quant_scale = quant_scale;
 }
 
-// Step 7b, 7c, 7d or 7e of a row that is y: the quantisers that need no block reduction (the
-// epilogue's last step, and group_quant's whole work).
+// Step 7 (7b-7e) of a row that is y: the mode's quantiser. scratch: the block's reduction
+// scratch, for the modes that reduce over the row (null in group_quant, which takes none of them).
 template <typename T, int H, int THREADS, int VPT, int QUANT, int GROUP, int SCALE>
-__device__ __forceinline__ void quantize_without_reduction(const Vec16 (&y)[VPT], const RowOutputs<T>& row) {
-  u8* out = static_cast<u8*>(row.out);
-  if constexpr (kQuantIsMxfp4<QUANT>) {
-    quantize_mx<T, H, THREADS, VPT>(y, out, static_cast<u8*>(row.scale), row.scale_group_stride);
-  } else if constexpr (kQuantIsGroupFp8<QUANT>) {
-    quantize_groups<T, H, THREADS, VPT, GROUP, SCALE>(y, out, row.scale, row.scale_group_stride);
-  } else if constexpr (kQuantIsStaticFp8<QUANT>) {
-    quantize_static<T, H, THREADS, VPT>(y, out, row.quant_scale.inverse);
-  } else if constexpr (kQuantIsNvfp4<QUANT>) {
-    quantize_nvfp4<T, H, THREADS, VPT>(y, out, static_cast<u8*>(row.scale), row.swizzled_tiles, row.quant_scale);
-  }
+__device__ __forceinline__ void quantize_y(const Vec16 (&y)[VPT], const RowOutputs<T>& row, ReduceScratch* scratch) {
+  Quantiser<quant_family(QUANT)>::template quantize<T, H, THREADS, VPT, GROUP, SCALE>(y, row, scratch);
 }
 
-// NVFP4's swizzled padding rows, by every block of a kernel that quantises rows [0, tokens).
+// The scale rows a mode's layout pads past `tokens`, zeroed by every block of a kernel that
+// quantises rows [0, tokens).
 template <int THREADS, int QUANT>
 __device__ __forceinline__ void zero_scale_padding(void* scales, int tokens, int row_stride, int group_stride) {
-  if constexpr (kQuantIsNvfp4<QUANT>) {
-    if (group_stride == 0) zero_swizzled_padding_rows<THREADS>(static_cast<u8*>(scales), tokens, row_stride);
-  }
+  Quantiser<quant_family(QUANT)>::template zero_scale_padding<THREADS>(scales, tokens, row_stride, group_stride);
 }
 
 // Which epilogues add in pairs (add_pair: bf16 on sm_90): the block-scaled ones, which it makes
@@ -152,11 +140,7 @@ __device__ __forceinline__ void epilogue_row(const Vec16 (&ar)[VPT], const Vec16
     if (kQuantWritesMirror<QUANT>) store16(row.mirror + vec * 8, y[k]);
   }
   // Step 7 (7b-7e).
-  if constexpr (kQuantIsTokenFp8<QUANT>) {
-    quantize_row<T, H, THREADS, VPT>(y, static_cast<u8*>(row.out), static_cast<float*>(row.scale), scratch);
-  } else {
-    quantize_without_reduction<T, H, THREADS, VPT, QUANT, GROUP, SCALE>(y, row);
-  }
+  if constexpr (QUANT != kQuantNone) quantize_y<T, H, THREADS, VPT, QUANT, GROUP, SCALE>(y, row, &scratch);
   zero_padding<T, H, THREADS, QUANT>(row.out, row.out_width);
 }
 

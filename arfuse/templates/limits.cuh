@@ -1,6 +1,6 @@
 // The limits and codes that the host runtime and the kernels must agree on, defined once for
 // both (plain C++, no vendor code): the JIT's enums take their values from here, and the signal
-// block is sized by it. The quant modes are quant_table.cuh's.
+// block is sized by it. The quant modes are the mode table's (arfuse/quant_modes.hpp).
 #pragma once
 
 namespace arfuse {

@@ -1,63 +1,22 @@
-// The quant modes, one row each: what a mode writes, reads and takes. Host code (names,
-// validation, output shapes, the default spec set) and device code (which quantiser a kernel
-// instantiates) read this one table; plain C++, no vendor code. A new mode is a new row here,
-// its quantiser under quant/, its reference step, and their tests (CONTRIBUTING.md).
+// The device code's view of the quant modes: a kernel's quant code (a mode's row and its mirror
+// flag in one number) and the constants device code tests. The rows themselves are the public
+// table, arfuse/quant_modes.hpp, which host code reads too.
 #pragma once
+
+#include "arfuse/quant_modes.hpp"
 
 #include "host_device.cuh"
 
 namespace arfuse {
 
-// A mode's row in kQuantRows (arfuse::Quant's values): per-token FP8 (contract step 7),
-// per-token-group FP8 (7b), MXFP4 (7c), static per-tensor FP8 (7d) and NVFP4 (7e).
-enum QuantFamily {
-  kQuantNone = 0,
-  kQuantFp8 = 1,
-  kQuantFp8Group = 2,
-  kQuantMxfp4 = 3,
-  kQuantFp8Static = 4,
-  kQuantNvfp4 = 5,
-  kQuantFamilies = 6,
-};
-
-// The scales a mode writes per row: none, one per token, one per group of the call's group size
-// (32, 64 or 128), or one per fixed block of `block` elements.
-enum ScaleKind { kScalesNone = 0, kScalesPerToken = 1, kScalesPerGroup = 2, kScalesPerBlock = 3 };
-// What one scale is: fp32, a byte (E8M0 or E4M3), or as the call's scale format says (fp32 or
-// E8M0).
-enum ScaleElement { kScaleElementNone = 0, kScaleElementF32 = 1, kScaleElementByte = 2, kScaleElementByFormat = 3 };
-// The scale layouts (arfuse::ScaleLayout's values as bits) a mode accepts.
-enum ScaleLayoutBit { kLayoutRowMajor = 1, kLayoutColumnMajor = 2, kLayoutSwizzled = 4 };
-
-struct QuantRow {
-  const char* name;
-  int scales;                  // ScaleKind
-  int block;                   // kScalesPerBlock: elements per scale
-  int scale_element;           // ScaleElement
-  unsigned layouts;            // ScaleLayoutBit mask: the scale layouts a call may pass
-  bool packs_fp4;              // two E2M1 elements per output byte: out is [tokens, hidden / 2] bytes
-  bool reads_scale;            // a scale per call, read through a device pointer
-  const char* scale_name;      // that scale's name in messages
-  const char* scale_argument;  // the argument of the C++ calls that passes it
-  bool pads_out;               // out may be wider than hidden (zeros after it): the modes without groups
-  bool group_quant;            // the standalone group_quant kernel takes it
-};
-
-// The rows, indexed by QuantFamily. Modes without groups ignore the scale layout, so they take
-// row- and column-major alike.
-inline constexpr QuantRow kQuantRows[kQuantFamilies] = {
-    {"none", kScalesNone, 0, kScaleElementNone, kLayoutRowMajor | kLayoutColumnMajor, false, false, "", "", true,
-     false},
-    {"fp8", kScalesPerToken, 0, kScaleElementF32, kLayoutRowMajor | kLayoutColumnMajor, false, false, "", "", true,
-     false},
-    {"fp8_group", kScalesPerGroup, 0, kScaleElementByFormat, kLayoutRowMajor | kLayoutColumnMajor, false, false, "", "",
-     false, true},
-    {"mxfp4", kScalesPerBlock, 32, kScaleElementByte, kLayoutRowMajor, true, false, "", "", false, true},
-    {"fp8_static", kScalesNone, 0, kScaleElementNone, kLayoutRowMajor | kLayoutColumnMajor, false, true, "scale",
-     "static_scale", true, true},
-    {"nvfp4", kScalesPerBlock, 16, kScaleElementByte, kLayoutRowMajor | kLayoutSwizzled, true, true, "global scale",
-     "global_scale", false, true},
-};
+// The rows as device code names them, for the tests below and a quantiser's own specialisation.
+inline constexpr int kQuantNone = int(Quant::none);
+inline constexpr int kQuantFp8 = int(Quant::fp8);
+inline constexpr int kQuantFp8Group = int(Quant::fp8_group);
+inline constexpr int kQuantMxfp4 = int(Quant::mxfp4);
+inline constexpr int kQuantFp8Static = int(Quant::fp8_static);
+inline constexpr int kQuantNvfp4 = int(Quant::nvfp4);
+inline constexpr int kQuantFamilies = kQuantModes;
 
 // A kernel's quant code: the row and whether it also writes y in T (the mirror), in one number
 // (0 none; 2 * row - 1, plus 1 with the mirror). Kernels take it as a template argument; a call
@@ -98,5 +57,7 @@ template <int Q>
 inline constexpr bool kQuantSwizzles = (kQuantRows[quant_family(Q)].layouts & kLayoutSwizzled) != 0;
 template <int Q>
 inline constexpr bool kQuantWritesMirror = quant_mirror(Q);
+template <int Q>
+inline constexpr bool kQuantScaleBytes = kQuantRows[quant_family(Q)].scale_element == kScaleElementByte;
 
 }  // namespace arfuse

@@ -3,7 +3,8 @@
 //   token_quant_kernel:   step 7 alone (per-token FP8) on a tensor that already is y, which is
 //                         how the mirror output of the fused kernel quantises to the same bytes;
 //   group_quant_kernel:   a block-scaled or static step alone on y (the modes whose row in
-//                         quant_table.cuh says group_quant), the same for those modes.
+//                         the mode table, arfuse/quant_modes.hpp, says group_quant), the same
+//                         for those modes.
 // One block per row, and the runtime launches one block for every row: the hardware then starts
 // a block wherever one finishes, so the SMs stay busy to the last row and the blocks' loads
 // spread out in time (a grid of resident blocks striding over the rows is slower on the large
@@ -11,6 +12,7 @@
 #pragma once
 
 #include "epilogue.cuh"
+#include "quant/token_fp8.cuh"
 
 namespace arfuse {
 
@@ -86,7 +88,7 @@ __global__ void __launch_bounds__(THREADS)
     group_quant_kernel(const T* in, u8* out, void* scales, int tokens, int scale_row_stride, int scale_group_stride,
                        RowStrides strides, const float* quant_scale) {
   static_assert(kQuantRows[quant_family(QUANT)].group_quant && !kQuantWritesMirror<QUANT>,
-                "group_quant takes the modes whose row in quant_table.cuh says so, without the mirror");
+                "group_quant takes the modes whose row in the mode table says so, without the mirror");
   overlap_neighbouring_kernels();
   zero_scale_padding<THREADS, QUANT>(scales, tokens, scale_row_stride, scale_group_stride);
   const int row = blockIdx.x;
@@ -98,7 +100,7 @@ __global__ void __launch_bounds__(THREADS)
   outputs.out = out + at.out_bytes(row);
   place_row_scales<T, QUANT, SCALE>(outputs, scales, row, scale_row_stride, scale_group_stride,
                                     read_quant_scale<QUANT>(quant_scale));
-  quantize_without_reduction<T, H, THREADS, VPT, QUANT, GROUP, SCALE>(y, outputs);
+  quantize_y<T, H, THREADS, VPT, QUANT, GROUP, SCALE>(y, outputs, nullptr);
 }
 
 }  // namespace arfuse

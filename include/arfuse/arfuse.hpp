@@ -20,6 +20,7 @@
 #include "arfuse/error.hpp"
 #include "arfuse/group.hpp"
 #include "arfuse/modes.hpp"
+#include "arfuse/quant_modes.hpp"
 #include "arfuse/settings.hpp"
 #include "arfuse/target.hpp"
 #include "arfuse/version.hpp"

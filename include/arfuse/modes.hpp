@@ -10,16 +10,14 @@
 #include <vector>
 
 #include "arfuse/error.hpp"
+#include "arfuse/quant_modes.hpp"
 
 namespace arfuse {
 
 enum class DType { f16, bf16 };
 
-// Per-token FP8, per-token-group FP8, MXFP4, static per-tensor FP8 (a calibrated scale passed
-// per call) and NVFP4; each may also write y in T beside it (EpilogueMode::mirror). A mode's
-// rules are one row of the library's mode table: the functions below and EpilogueMode's read it.
-enum class Quant { none, fp8, fp8_group, mxfp4, fp8_static, nvfp4 };
-
+// Quant, the quant modes, and their table are arfuse/quant_modes.hpp's: the functions below and
+// EpilogueMode's read it.
 enum class Norm { rms, gemma };  // RMSNorm: y * w; Gemma's: y * (w + 1)
 
 // How a per-token-group FP8 scale is stored (contract step 7b).

@@ -22,14 +22,19 @@ TEST_CASE("render: self-contained program, name expression, options", "[cpu][jit
   const Source src = render(KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8/gemma/sm_90"));
   CHECK(src.name_expression == "arfuse::rmsnorm_quant_kernel<arfuse::bf16_t, 6144, 384, 2, 1, 1, 0, 0, false, 4>");
   CHECK(src.text.find("#include") == std::string::npos);
-  // The kernel's template first, then every one it includes, each once (their bytes enter the key).
+  // The kernel's template first, then every one it includes, each once, then every mode's
+  // quantiser in the mode table's order (their bytes enter the key), the table itself among them.
   std::vector<std::string> names;
   for (const auto& t : src.templates) names.push_back(t.name);
-  CHECK(names == std::vector<std::string>{"rmsnorm_quant.cuh", "epilogue.cuh", "fp8_divide.cuh", "host_device.cuh",
-                                          "limits.cuh", "microscaling.cuh", "platform.cuh", "quant/group_fp8.cuh",
-                                          "quant/blocks.cuh", "row.cuh", "quant_table.cuh", "quant/fp8_vectors.cuh",
-                                          "quant/mxfp4.cuh", "quant/nvfp4.cuh", "quant/call_scale.cuh",
-                                          "quant/static_fp8.cuh", "quant/token_fp8.cuh", "reduce.cuh"});
+  CHECK(names == std::vector<std::string>{
+                     "rmsnorm_quant.cuh", "epilogue.cuh",           "fp8_divide.cuh",        "host_device.cuh",
+                     "limits.cuh",        "microscaling.cuh",       "platform.cuh",          "quant/call_scale.cuh",
+                     "quant_table.cuh",   "arfuse/quant_modes.hpp", "quant/quantiser.cuh",   "reduce.cuh",
+                     "row.cuh",           "quant/token_fp8.cuh",    "quant/fp8_vectors.cuh", "quant/group_fp8.cuh",
+                     "quant/blocks.cuh",  "quant/mxfp4.cuh",        "quant/static_fp8.cuh",  "quant/nvfp4.cuh"});
+  for (const QuantRow& row : kQuantRows) {
+    if (*row.quantiser != '\0') CHECK(std::find(names.begin(), names.end(), row.quantiser) != names.end());
+  }
   CHECK(src.options[0] == "--gpu-architecture=sm_90");
   CHECK(std::find(src.options.begin(), src.options.end(), "--fmad=false") != src.options.end());
   CHECK(std::find(src.options.begin(), src.options.end(), "-DARFUSE_HW_PAIRED_F16=1") != src.options.end());

@@ -274,7 +274,7 @@ Kernel load_template_test_kernel(const Device& device, const char* header, const
   src.spec = KernelSpec::parse("token_quant/h8/bf16/" + device.target().name());
   src.program_name = name + ".cu";
   std::vector<TemplateFile> included;
-  src.text = expand_includes(header, included) + body;
+  src.text = expand_includes({header}, included) + body;
   src.name_expression = name;
   src.options = render(src.spec).options;
   const auto code = nvrtc_compiler()->compile(src);

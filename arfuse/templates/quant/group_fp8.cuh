@@ -4,6 +4,8 @@
 #include "microscaling.cuh"
 #include "quant/blocks.cuh"
 #include "quant/fp8_vectors.cuh"
+#include "quant/quantiser.cuh"
+#include "quant_table.cuh"
 
 namespace arfuse {
 
@@ -41,5 +43,13 @@ __device__ __forceinline__ void quantize_groups(const Vec16 (&y)[VPT], u8* out, 
     }
   });
 }
+
+template <>
+struct Quantiser<kQuantFp8Group> : QuantiserDefaults {
+  template <typename T, int H, int THREADS, int VPT, int GROUP, int SCALE, typename Row>
+  __device__ __forceinline__ static void quantize(const Vec16 (&y)[VPT], const Row& row, ReduceScratch*) {
+    quantize_groups<T, H, THREADS, VPT, GROUP, SCALE>(y, static_cast<u8*>(row.out), row.scale, row.scale_group_stride);
+  }
+};
 
 }  // namespace arfuse

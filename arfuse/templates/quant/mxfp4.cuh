@@ -4,6 +4,7 @@
 
 #include "microscaling.cuh"
 #include "quant/blocks.cuh"
+#include "quant/quantiser.cuh"
 #include "quant_table.cuh"
 
 namespace arfuse {
@@ -31,5 +32,13 @@ __device__ __forceinline__ void quantize_mx(const Vec16 (&y)[VPT], u8* out, u8* 
     if (vec % kLanes == 0) scales[(vec / kLanes) * group_stride] = finite ? u8(e + 127) : u8(0xff);
   });
 }
+
+template <>
+struct Quantiser<kQuantMxfp4> : QuantiserDefaults {
+  template <typename T, int H, int THREADS, int VPT, int GROUP, int SCALE, typename Row>
+  __device__ __forceinline__ static void quantize(const Vec16 (&y)[VPT], const Row& row, ReduceScratch*) {
+    quantize_mx<T, H, THREADS, VPT>(y, static_cast<u8*>(row.out), static_cast<u8*>(row.scale), row.scale_group_stride);
+  }
+};
 
 }  // namespace arfuse

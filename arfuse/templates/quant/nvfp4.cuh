@@ -5,6 +5,7 @@
 #include "microscaling.cuh"
 #include "quant/blocks.cuh"
 #include "quant/call_scale.cuh"
+#include "quant/quantiser.cuh"
 #include "quant_table.cuh"
 
 namespace arfuse {
@@ -84,5 +85,20 @@ __device__ __forceinline__ void zero_swizzled_padding_rows(u8* scales, int token
     if (row >= first) band[i] = 0;
   }
 }
+
+template <>
+struct Quantiser<kQuantNvfp4> : QuantiserDefaults {
+  template <typename T, int H, int THREADS, int VPT, int GROUP, int SCALE, typename Row>
+  __device__ __forceinline__ static void quantize(const Vec16 (&y)[VPT], const Row& row, ReduceScratch*) {
+    quantize_nvfp4<T, H, THREADS, VPT>(y, static_cast<u8*>(row.out), static_cast<u8*>(row.scale), row.swizzled_tiles,
+                                       row.quant_scale);
+  }
+  // The swizzled layout (group_stride 0) pads the rows to a multiple of 128 with zero scales.
+  template <int THREADS>
+  __device__ __forceinline__ static void zero_scale_padding(void* scales, int tokens, int row_stride,
+                                                            int group_stride) {
+    if (group_stride == 0) zero_swizzled_padding_rows<THREADS>(static_cast<u8*>(scales), tokens, row_stride);
+  }
+};
 
 }  // namespace arfuse

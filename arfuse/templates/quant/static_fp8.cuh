@@ -2,6 +2,8 @@
 #pragma once
 
 #include "quant/fp8_vectors.cuh"
+#include "quant/quantiser.cuh"
+#include "quant_table.cuh"
 #include "row.cuh"
 
 namespace arfuse {
@@ -20,5 +22,13 @@ __device__ __forceinline__ void quantize_static(const Vec16 (&y)[VPT], u8* out, 
     store8(out + (threadIdx.x + k * THREADS) * 8, pack_fp8x8(v));
   }
 }
+
+template <>
+struct Quantiser<kQuantFp8Static> : QuantiserDefaults {
+  template <typename T, int H, int THREADS, int VPT, int GROUP, int SCALE, typename Row>
+  __device__ __forceinline__ static void quantize(const Vec16 (&y)[VPT], const Row& row, ReduceScratch*) {
+    quantize_static<T, H, THREADS, VPT>(y, static_cast<u8*>(row.out), row.quant_scale.inverse);
+  }
+};
 
 }  // namespace arfuse

@@ -2,6 +2,8 @@
 #pragma once
 
 #include "quant/fp8_vectors.cuh"
+#include "quant/quantiser.cuh"
+#include "quant_table.cuh"
 #include "reduce.cuh"
 #include "row.cuh"
 
@@ -40,5 +42,14 @@ __device__ __forceinline__ void quantize_row(const Vec16 (&y)[VPT], u8* out, flo
   }
   if (threadIdx.x == 0) *scale_out = divisor.scale;
 }
+
+// Per-token FP8 reduces its amax over the row, in the caller's scratch.
+template <>
+struct Quantiser<kQuantFp8> : QuantiserDefaults {
+  template <typename T, int H, int THREADS, int VPT, int GROUP, int SCALE, typename Row>
+  __device__ __forceinline__ static void quantize(const Vec16 (&y)[VPT], const Row& row, ReduceScratch* scratch) {
+    quantize_row<T, H, THREADS, VPT>(y, static_cast<u8*>(row.out), static_cast<float*>(row.scale), *scratch);
+  }
+};
 
 }  // namespace arfuse
