@@ -3,7 +3,7 @@
 // the sum NCCL wrote).
 #pragma once
 
-#include "arfuse/epilogue.hpp"
+#include "arfuse/epilogue_args.hpp"
 
 #include "runtime/context.hpp"
 

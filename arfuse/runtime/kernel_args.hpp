@@ -5,7 +5,7 @@
 #pragma once
 
 #include "arfuse/allreduce.hpp"
-#include "arfuse/epilogue.hpp"
+#include "arfuse/epilogue_args.hpp"
 
 #include "templates/limits.cuh"
 

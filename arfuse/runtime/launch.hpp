@@ -4,7 +4,7 @@
 #pragma once
 
 #include "arfuse/allreduce.hpp"
-#include "arfuse/epilogue.hpp"
+#include "arfuse/epilogue_args.hpp"
 
 #include "runtime/context.hpp"
 #include "runtime/group_state.hpp"

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "arfuse/allreduce.hpp"
-#include "arfuse/epilogue.hpp"
+#include "arfuse/epilogue_args.hpp"
 
 namespace arfuse {
 

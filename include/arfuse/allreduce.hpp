@@ -13,7 +13,7 @@
 #include "arfuse/bootstrap.hpp"
 #include "arfuse/cache.hpp"
 #include "arfuse/device.hpp"
-#include "arfuse/epilogue.hpp"
+#include "arfuse/epilogue_args.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/modes.hpp"
 

@@ -17,6 +17,7 @@
 #include "arfuse/context.hpp"
 #include "arfuse/device.hpp"
 #include "arfuse/epilogue.hpp"
+#include "arfuse/epilogue_args.hpp"
 #include "arfuse/error.hpp"
 #include "arfuse/group.hpp"
 #include "arfuse/modes.hpp"

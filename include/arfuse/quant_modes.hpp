@@ -22,7 +22,7 @@ enum ScaleElement { kScaleElementNone = 0, kScaleElementF32 = 1, kScaleElementBy
 enum ScaleLayoutBit { kLayoutRowMajor = 1, kLayoutColumnMajor = 2, kLayoutSwizzled = 4 };
 
 struct QuantRow {
-  Quant quant;                 // the row's own value: row i is Quant(i)
+  Quant quant;  // the row's own value: row i is Quant(i)
   const char* name;
   int scales;                  // ScaleKind
   int block;                   // kScalesPerBlock: elements per scale
@@ -39,8 +39,8 @@ struct QuantRow {
 
 // Modes without groups ignore the scale layout, so they take row- and column-major alike.
 inline constexpr QuantRow kQuantRows[] = {
-    {Quant::none, "none", kScalesNone, 0, kScaleElementNone, kLayoutRowMajor | kLayoutColumnMajor, false, false, "",
-     "", true, false, ""},
+    {Quant::none, "none", kScalesNone, 0, kScaleElementNone, kLayoutRowMajor | kLayoutColumnMajor, false, false, "", "",
+     true, false, ""},
     {Quant::fp8, "fp8", kScalesPerToken, 0, kScaleElementF32, kLayoutRowMajor | kLayoutColumnMajor, false, false, "",
      "", true, false, "quant/token_fp8.cuh"},
     {Quant::fp8_group, "fp8_group", kScalesPerGroup, 0, kScaleElementByFormat, kLayoutRowMajor | kLayoutColumnMajor,

@@ -369,7 +369,7 @@ TEST_CASE("templates, tuning tables, the AMD clang and libraries named by a path
   const std::string open_folder = test::fresh_dir();
   REQUIRE(::chmod(open_folder.c_str(), 0777) == 0);  // anyone could put or swap a file here
   const std::string templates = test::fresh_dir();
-  REQUIRE(::mkdir((templates + "/quant").c_str(), 0755) == 0);
+  for (const char* sub : {"/quant", "/arfuse"}) REQUIRE(::mkdir((templates + sub).c_str(), 0755) == 0);
   for (const auto& name : jit::template_names()) {
     write_mode(templates + "/" + name, jit::load_template(name).text, 0644);
   }
