@@ -78,12 +78,14 @@ def kernel_peers(names, torch, eps, fp8, static_scale):
             modules = {}
 
             def liger_epilogue(x, r, w, quant, modules=modules, cls=LigerFusedAddRMSNorm):
+                # The module holds a copy of w, found again by w's address; the entry also holds
+                # w, so that the address cannot be handed to another weight while the copy lives.
                 key = (w.data_ptr(), w.shape[0])
                 if key not in modules:
                     m = cls(w.shape[0], eps=eps, casting_mode="llama").to(device=w.device, dtype=w.dtype)
                     m.weight.data.copy_(w)
-                    modules[key] = m
-                y, residual = modules[key](x, r)  # (normalised, x + r)
+                    modules[key] = (w, m)
+                y, residual = modules[key][1](x, r)  # (normalised, x + r)
                 return residual, y
 
             peers["liger"] = (["none"], liger_epilogue)
