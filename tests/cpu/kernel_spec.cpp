@@ -19,6 +19,34 @@ using namespace arfuse;
 using namespace arfuse::jit;
 using Catch::Contains;
 
+namespace {
+
+// The mode table's modes for which `has` holds, as the messages list them: "a, b, c or d".
+std::string modes_or(bool (*has)(Quant)) {
+  std::vector<std::string> names;
+  for (Quant q : all_quants()) {
+    if (has(q)) names.emplace_back(to_string(q));
+  }
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i) text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return text;
+}
+
+// The default hidden sizes a mode takes with the default group size (128).
+int hidden_sizes_taking(Quant q) {
+  int n = 0;
+  for (int h : default_hidden_sizes()) {
+    EpilogueMode m{q};
+    try {
+      m.validate(h);
+      ++n;
+    } catch (const Error&) {}
+  }
+  return n;
+}
+
+}  // namespace
+
 TEST_CASE("spec text and JSON forms round-trip for every module", "[cpu][spec]") {
   const std::string text = GENERATE(
       as<std::string>{}, "rmsnorm_quant/h6144/bf16/fp8/rms/sm_90", "rmsnorm_quant/h2880/f16/fp8/mirror/gemma/gfx942",
@@ -83,7 +111,7 @@ TEST_CASE("spec validation names the bad value and what is allowed", "[cpu][spec
                       Contains("has 8 in mxfp4") && Contains("'fused_ar/h7168/bf16/mxfp4/rms/w4/s1/sm_90'"));
   // A mode the module does not take is named first, whatever the count.
   REQUIRE_THROWS_WITH(KernelSpec::parse("group_quant/h6144/bf16/fp8/g128/f32/sm_90"),
-                      Contains("fp8_group, mxfp4, fp8_static or nvfp4, not fp8"));
+                      Contains(modes_or(group_quant_takes) + ", not fp8"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("conv/h6144/bf16/sm_90"), Contains("unknown module 'conv'"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("token_quant/h6144/bf16/sm_52"), Contains("sm_70 or later"));
   REQUIRE_THROWS_WITH(KernelSpec::parse("token_quant/h6144/bf16/volta"), Contains("unknown target 'volta'"));
@@ -125,11 +153,15 @@ TEST_CASE("block shapes depend only on hidden and warp size and cover every vect
 
 TEST_CASE("spec sets expand as cartesian products and reject bad configs with their JSON path", "[cpu][spec]") {
   const std::vector<Target> sm90{Target::parse("sm_90")};
-  // rmsnorm_quant: 7 hidden x 2 dtypes x (3 per-token modes) x 2 norms, plus fp8_group g128 (6 hidden:
-  // 128 does not divide 2880), mxfp4, fp8_static and nvfp4 (all 7); token_quant; fused_ar the same x
-  // 3 worlds x 2 stages; allreduce.
-  const int epilogue_modes = 7 * 3 + 6 + 7 + 7 + 7;
-  const int group_quant = (6 + 7 + 7 + 7) * 2;  // group_quant: fp8_group g128, mxfp4, fp8_static, nvfp4; both dtypes
+  // rmsnorm_quant: every mode over the 7 hidden sizes it takes (fp8_group g128 6: 128 does not
+  // divide 2880) and per-token FP8's mirror, x 2 dtypes x 2 norms; token_quant; fused_ar the same x
+  // 3 worlds x 2 stages; allreduce; group_quant: the modes it takes, both dtypes.
+  REQUIRE(default_hidden_sizes().size() == 7);
+  int epilogue_modes = hidden_sizes_taking(Quant::fp8), group_quant = 0;
+  for (Quant q : all_quants()) {
+    epilogue_modes += hidden_sizes_taking(q);
+    if (group_quant_takes(q)) group_quant += hidden_sizes_taking(q) * 2;
+  }
   CHECK(default_specs(sm90).size() ==
         size_t(epilogue_modes * 2 * 2 + 7 * 2 + epilogue_modes * 2 * 2 * 3 * 2 + 7 * 2 * 3 * 2 + group_quant));
   auto set = parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "rmsnorm_quant", "hidden": [6144, 8192],
@@ -200,13 +232,14 @@ TEST_CASE("block-scaled modes: bad group sizes and hidden sizes are named", "[cp
       nlohmann::json::parse(
           R"({"specs": [{"module": "rmsnorm_quant", "hidden": [2880], "dtype": "bf16", "norm": "rms"}]})"),
       sm90);
-  // none, fp8, mxfp4, fp8_static, nvfp4: group 128 does not divide 2880, and "mirror" is false
-  // unless named
-  CHECK(set.specs.size() == 5);
+  // every mode but fp8_group (group 128 does not divide 2880), and "mirror" is false unless named
+  size_t taking_2880 = 0;
+  for (Quant q : all_quants()) taking_2880 += q == Quant::fp8_group ? 0 : 1;
+  CHECK(set.specs.size() == taking_2880);
   set = parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "rmsnorm_quant", "hidden": [2880], "dtype":
       "bf16", "norm": "rms", "mirror": [false, true]}]})"),
                        sm90);
-  CHECK(set.specs.size() == 5 + 4);  // each mode with its mirror too, but none (the mirror needs a quant mode)
+  CHECK(set.specs.size() == 2 * taking_2880 - 1);  // each mode with its mirror too, but none (it needs a quant mode)
   CHECK_THROWS_WITH(parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "rmsnorm_quant", "quant": "none",
       "mirror": true}]})"),
                                    sm90),
@@ -233,16 +266,17 @@ TEST_CASE("block-scaled modes: bad group sizes and hidden sizes are named", "[cp
   CHECK(KernelSpec::parse("rmsnorm_quant/h2880/f16/nvfp4/mirror/gemma/sm_90").text() ==
         "rmsnorm_quant/h2880/f16/nvfp4/mirror/gemma/sm_90");
   CHECK_THROWS_WITH(KernelSpec::parse("rmsnorm_quant/h6152/bf16/nvfp4/rms/sm_90"), Contains("divisible by 16"));
-  CHECK_THROWS_WITH(KernelSpec::parse("group_quant/h7168/bf16/fp8/sm_90"),
-                    Contains("fp8_group, mxfp4, fp8_static or nvfp4"));
+  CHECK_THROWS_WITH(KernelSpec::parse("group_quant/h7168/bf16/fp8/sm_90"), Contains(modes_or(group_quant_takes)));
   CHECK_THROWS_WITH(KernelSpec::parse("group_quant/h7168/bf16/nvfp4/mirror/sm_90"),
                     Contains("group_quant writes no mirror"));
   CHECK_THROWS_WITH(
       parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "group_quant", "quant": "fp8"}]})"), sm90),
-      Contains("$.specs[0]") && Contains("fp8_group, mxfp4, fp8_static or nvfp4"));
+      Contains("$.specs[0]") && Contains(modes_or(group_quant_takes)));
   // Without "quant": the modes it takes, with the default group 128 and fp32 scales, both dtypes.
   set = parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "group_quant", "hidden": 4096}]})"), sm90);
-  CHECK(set.specs.size() == 4 * 2);
+  int group_quant_4096 = 0;
+  for (Quant q : all_quants()) group_quant_4096 += group_quant_takes(q) ? 2 : 0;
+  CHECK(set.specs.size() == size_t(group_quant_4096));
 }
 
 // One codec (templates/codes.cuh): a spec's packed number, the mode argument of the PyTorch ops
