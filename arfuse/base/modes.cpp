@@ -24,7 +24,7 @@ const QuantRow& row_of(Quant quant) { return kQuantRows[int(quant)]; }
 
 Names<Quant> quant_names() {
   Names<Quant> names;
-  for (int i = 0; i < kQuantFamilies; ++i) names.emplace_back(Quant(i), kQuantRows[i].name);
+  for (const QuantRow& row : kQuantRows) names.emplace_back(row.quant, row.name);
   return names;
 }
 

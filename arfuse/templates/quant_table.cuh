@@ -16,7 +16,6 @@ inline constexpr int kQuantFp8Group = int(Quant::fp8_group);
 inline constexpr int kQuantMxfp4 = int(Quant::mxfp4);
 inline constexpr int kQuantFp8Static = int(Quant::fp8_static);
 inline constexpr int kQuantNvfp4 = int(Quant::nvfp4);
-inline constexpr int kQuantFamilies = kQuantModes;
 
 // A kernel's quant code: the row and whether it also writes y in T (the mirror), in one number
 // (0 none; 2 * row - 1, plus 1 with the mirror). Kernels take it as a template argument; a call
@@ -26,7 +25,7 @@ ARFUSE_HOST_DEVICE constexpr int quant_code(int family, bool mirror) {
 }
 ARFUSE_HOST_DEVICE constexpr int quant_family(int code) { return (code + 1) / 2; }
 ARFUSE_HOST_DEVICE constexpr bool quant_mirror(int code) { return code != 0 && code % 2 == 0; }
-inline constexpr int kMaxQuantCode = quant_code(kQuantFamilies - 1, true);
+inline constexpr int kMaxQuantCode = quant_code(kQuantModes - 1, true);
 static_assert(kMaxQuantCode < 16, "a call descriptor holds the quant code in 4 bits");
 static_assert(quant_family(quant_code(kQuantNvfp4, true)) == kQuantNvfp4 && quant_mirror(quant_code(kQuantFp8, true)) &&
                   !quant_mirror(quant_code(kQuantMxfp4, false)),
@@ -38,15 +37,9 @@ inline constexpr int kNvfp4BlockSize = kQuantRows[kQuantNvfp4].block;  // NVFP4 
 // The device code's view of a quant code Q. Device code reads the table only through these
 // constants: a row read in a run-time expression would be an access to host memory.
 template <int Q>
-inline constexpr bool kQuantIsTokenFp8 = quant_family(Q) == kQuantFp8;
-template <int Q>
 inline constexpr bool kQuantIsGroupFp8 = quant_family(Q) == kQuantFp8Group;
 template <int Q>
 inline constexpr bool kQuantIsMxfp4 = quant_family(Q) == kQuantMxfp4;
-template <int Q>
-inline constexpr bool kQuantIsStaticFp8 = quant_family(Q) == kQuantFp8Static;
-template <int Q>
-inline constexpr bool kQuantIsNvfp4 = quant_family(Q) == kQuantNvfp4;
 template <int Q>
 inline constexpr bool kQuantPacksFp4 = kQuantRows[quant_family(Q)].packs_fp4;
 template <int Q>

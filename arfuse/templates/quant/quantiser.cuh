@@ -6,9 +6,8 @@
 // the contract's step 7 (7b-7e) for a row that is y: Row is epilogue.cuh's RowOutputs<T>, scratch
 // the block's reduction scratch (null where the kernel has none: the modes group_quant takes never
 // reduce over the row). It derives from QuantiserDefaults; a layout that pads scale rows defines
-// its own zero_scale_padding. The
-// kernels call Quantiser<row> only; the program includes every row's file (QuantRow::quantiser,
-// jit/render.cpp), so no kernel template names a quantiser.
+// its own zero_scale_padding. The kernels call Quantiser<row> only; the program includes every
+// row's file (QuantRow::quantiser, jit/render.cpp), so no kernel template names a quantiser.
 #pragma once
 
 #include "platform.cuh"
