@@ -74,7 +74,8 @@ CacheOptions cache_options(const std::string& cache_dir) {
 }
 
 GroupOptions base_options(int max_tokens, int max_hidden, const std::optional<std::string>& dtype, double timeout_s,
-                          const std::string& transport, bool check_calls, const std::string& cache_dir) {
+                          const std::string& transport, bool check_calls, int graph_calls,
+                          const std::string& cache_dir) {
   if (!(timeout_s > 0 && timeout_s <= 3600)) {
     throw Error("timeout must be between 0 and 3600 seconds, not " + std::to_string(timeout_s));
   }
@@ -85,6 +86,7 @@ GroupOptions base_options(int max_tokens, int max_hidden, const std::optional<st
   o.timeout = std::chrono::milliseconds(std::int64_t(timeout_s * 1000.0));
   o.transport = parse_transport(transport);
   o.check_calls = check_calls;
+  o.graph_calls = graph_calls;
   o.cache = cache_options(cache_dir);
   return o;
 }
@@ -129,10 +131,12 @@ class PyGroup {
 
 std::unique_ptr<PyGroup> make_process_group(int rank, int world, nb::object allgather, int device, int max_tokens,
                                             int max_hidden, std::optional<std::string> dtype, double timeout_s,
-                                            std::string transport, bool check_calls, std::string cache_dir) {
+                                            std::string transport, bool check_calls, int graph_calls,
+                                            std::string cache_dir) {
   auto callback = std::make_shared<PythonAllgather>();
   callback->function = std::move(allgather);
-  GroupOptions o = base_options(max_tokens, max_hidden, dtype, timeout_s, transport, check_calls, cache_dir);
+  GroupOptions o =
+      base_options(max_tokens, max_hidden, dtype, timeout_s, transport, check_calls, graph_calls, cache_dir);
   o.devices = {device};
   o.bootstrap = callback_bootstrap(rank, world, [callback](const std::string& mine) { return (*callback)(mine); });
   return std::make_unique<PyGroup>(std::move(o), callback);
@@ -140,8 +144,9 @@ std::unique_ptr<PyGroup> make_process_group(int rank, int world, nb::object allg
 
 std::unique_ptr<PyGroup> make_local_group(std::vector<int> devices, int max_tokens, int max_hidden,
                                           std::optional<std::string> dtype, double timeout_s, std::string transport,
-                                          bool check_calls, std::string cache_dir) {
-  GroupOptions o = base_options(max_tokens, max_hidden, dtype, timeout_s, transport, check_calls, cache_dir);
+                                          bool check_calls, int graph_calls, std::string cache_dir) {
+  GroupOptions o =
+      base_options(max_tokens, max_hidden, dtype, timeout_s, transport, check_calls, graph_calls, cache_dir);
   o.devices = std::move(devices);
   return std::make_unique<PyGroup>(std::move(o), nullptr);
 }
@@ -312,6 +317,13 @@ void bind_group_class(nb::module_& m) {
       .def("check", [](PyGroup& g) { g.group().check(); })
       .def("set_check_calls", [](PyGroup& g, bool on) { g.group().set_check_calls(on); })
       .def("reset", [](PyGroup& g) { g.group().reset(); })
+      .def(
+          "register_graph_inputs",
+          [](PyGroup& g) {
+            const Group::GraphInputs done = g.group().register_graph_inputs();
+            return std::make_tuple(done.calls, done.in_place);
+          },
+          "Group::register_graph_inputs: (calls registered, of them read in place on every rank).")
       .def("close", &PyGroup::close);
 }
 
@@ -341,11 +353,11 @@ void bind_group(nb::module_& m, nb::handle peer_timeout, nb::handle call_mismatc
   bind_rank_attributes(peer_timeout, call_mismatch);
   m.def("process_group", &make_process_group, nb::arg("rank"), nb::arg("world"), nb::arg("allgather"),
         nb::arg("device"), nb::arg("max_tokens"), nb::arg("max_hidden"), nb::arg("dtype").none(), nb::arg("timeout_s"),
-        nb::arg("transport"), nb::arg("check_calls"), nb::arg("cache_dir"),
+        nb::arg("transport"), nb::arg("check_calls"), nb::arg("graph_calls"), nb::arg("cache_dir"),
         "A group with one rank in this process; the ranks meet through `allgather(bytes) -> list[bytes]`.");
   m.def("local_group", &make_local_group, nb::arg("devices"), nb::arg("max_tokens"), nb::arg("max_hidden"),
         nb::arg("dtype").none(), nb::arg("timeout_s"), nb::arg("transport"), nb::arg("check_calls"),
-        nb::arg("cache_dir"),
+        nb::arg("graph_calls"), nb::arg("cache_dir"),
         "A group whose ranks (one per listed device ordinal; repeats share a GPU) this process drives.");
   m.def(
       "op_table", [] { return reinterpret_cast<std::uintptr_t>(&op_table()); },

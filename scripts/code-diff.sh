@@ -32,6 +32,11 @@ templates_of() {  # REV FOLDER: REV's arfuse/templates in FOLDER
   mkdir -p "$2" && git -c tar.umask=0022 archive "$1" arfuse/templates | tar -x -C "$2" --strip-components=2
 }
 templates_of "${revs[0]}" "$work/old" || exit 2
+# A revision from before the graph kernels cannot build them: compare the kernels both have.
+if ! grep -q fused_ar_graph_kernel "$work/old/fused_ar.cuh"; then
+  echo "${revs[0]} has no graph kernels: comparing the others (--no-graph-kernels)"
+  warm_args+=(--no-graph-kernels)
+fi
 new_templates=$PWD/arfuse/templates new_name="the working tree"
 if [ ${#revs[@]} = 2 ]; then
   templates_of "${revs[1]}" "$work/new" || exit 2

@@ -86,6 +86,8 @@ void KernelSpec::validate() const {
   const KernelSpec c = canonical();
   check_module_takes(module, mode);
   c.mode.validate(hidden);
+  if (graph_inputs && !uses_world(module))
+    throw Error(fmt::format("{} reads no peer's input: graph_inputs is for fused_ar and allreduce", to_string(module)));
   if (uses_world(module)) {
     if (world < kMinWorld || world > kMaxWorld) {
       throw Error(fmt::format("world size {} is not supported by {}: allowed are {} to {}", world, to_string(module),
@@ -104,7 +106,7 @@ KernelSpec KernelSpec::canonical() const {
   if (!takes_group_size(c.mode.quant)) c.mode.group_size = 0, c.mode.scale_format = ScaleFormat::f32;
   c.mode.scale_layout = ScaleLayout::row_major;  // the launch's strides, not the kernel
   if (!uses_norm(module)) c.mode.norm = Norm::rms;
-  if (!uses_world(module)) c.world = 1, c.stage = 1;
+  if (!uses_world(module)) c.world = 1, c.stage = 1, c.graph_inputs = false;
   return c;
 }
 
@@ -116,7 +118,7 @@ std::uint64_t KernelSpec::packed() const {
          NormBits::put(unsigned(c.mode.norm)) | GroupBits::put(group_code(unsigned(c.mode.group_size))) |
          ScaleFormatBits::put(unsigned(c.mode.scale_format)) | WorldBits::put(unsigned(c.world)) |
          StageBits::put(unsigned(c.stage - 1)) | EpilogueBits::put(c.module == Module::fused_ar) |
-         ViewsBits::put(c.views);
+         ViewsBits::put(c.views) | GraphInputsBits::put(c.graph_inputs);
 }
 
 int KernelSpec::quant_code() const { return arfuse::quant_code(int(mode.quant), mode.mirror); }
@@ -136,6 +138,7 @@ KernelSpec KernelSpec::unpacked(std::uint64_t code, const Target& target) {
   s.world = int(WorldBits::get(code));
   s.stage = int(StageBits::get(code)) + 1;
   s.views = ViewsBits::get(code);
+  s.graph_inputs = GraphInputsBits::get(code);
   s.target = target;
   return s;
 }
@@ -176,12 +179,17 @@ std::string KernelSpec::text() const {
   if (uses_norm(c.module)) s += fmt::format("/{}", to_string(c.mode.norm));
   if (uses_world(c.module)) s += fmt::format("/w{}/s{}", c.world, c.stage);
   if (c.views) s += "/views";
+  if (c.graph_inputs) s += "/graph";
   return s + "/" + c.target.name();
 }
 
 KernelSpec KernelSpec::parse(std::string_view text) {
   auto parts = split(text, '/');
   KernelSpec s;
+  if (parts.size() >= 2 && parts[parts.size() - 2] == "graph") {
+    s.graph_inputs = true;
+    parts.erase(parts.end() - 2);
+  }
   if (parts.size() >= 2 && parts[parts.size() - 2] == "views") {
     s.views = true;
     parts.erase(parts.end() - 2);
@@ -240,6 +248,7 @@ nlohmann::json KernelSpec::json() const {
   if (uses_norm(c.module)) j["norm"] = to_string(c.mode.norm);
   if (uses_world(c.module)) j["world"] = c.world, j["stage"] = c.stage;
   if (c.views) j["views"] = true;
+  if (c.graph_inputs) j["graph_inputs"] = true;
   return j;
 }
 
@@ -277,6 +286,11 @@ KernelSpec KernelSpec::from_json(const nlohmann::json& j) {
     if (!j["views"].is_boolean())
       throw Error(fmt::format("spec field \"views\" must be true or false, not {}", j["views"].dump()));
     s.views = j["views"].get<bool>();
+  }
+  if (j.contains("graph_inputs")) {
+    if (!j["graph_inputs"].is_boolean())
+      throw Error(fmt::format("spec field \"graph_inputs\" must be true or false, not {}", j["graph_inputs"].dump()));
+    s.graph_inputs = j["graph_inputs"].get<bool>();
   }
   s.validate();
   return s;

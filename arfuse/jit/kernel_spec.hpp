@@ -10,6 +10,7 @@
 //   group_quant/h7168/bf16/fp8_group/g128/e8m0/sm_90
 //   allreduce/h6144/bf16/w4/s1/sm_90
 //   rmsnorm_quant/h6144/bf16/fp8/rms/views/sm_90    (strided or padded tensors)
+//   fused_ar/h6144/bf16/fp8/rms/w4/s1/graph/sm_90   (a call captured in a graph; after views)
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,9 @@ struct KernelSpec {
   // The kernel reads the tensors' row strides and pads out; false: contiguous rows, the widths
   // compile-time constants (the kernels contiguous calls take).
   bool views = false;
+  // fused_ar, allreduce: the kernel of a call captured in a graph, which reads each rank's rows
+  // where the call's input slot says (templates/signal.cuh, InputSlot).
+  bool graph_inputs = false;
   Target target = Target::parse("sm_90");
 
   // Throws arfuse::Error naming the bad field, its value and what is allowed.

@@ -49,7 +49,7 @@ std::string name_expression(const KernelSpec& s, const BlockShape& b) {
                          {t, s.hidden, b.threads, b.vectors_per_thread, quant, s.mode.group_size, format, s.views});
     case Module::fused_ar:
     case Module::allreduce:
-      return instantiate("arfuse::fused_ar_kernel",
+      return instantiate(s.graph_inputs ? "arfuse::fused_ar_graph_kernel" : "arfuse::fused_ar_kernel",
                          {t, s.hidden, b.threads, b.vectors_per_thread, quant, norm, s.mode.group_size, format, s.world,
                           s.stage, s.module == Module::fused_ar, s.views, min_resident_blocks(s, b)});
   }

@@ -88,6 +88,7 @@ struct Selection {
   std::vector<bool> mirrors;
   std::vector<Norm> norms;
   std::vector<int> worlds, stages;
+  std::vector<bool> graph_inputs{false, true};  // fused_ar, allreduce: the eager and the graph kernel
 };
 
 bool divides(Quant q, int group, int hidden) {
@@ -110,6 +111,7 @@ void expand(Module m, const Selection& sel, const std::vector<Target>& targets, 
   const std::vector<Norm> n = uses_norm(m) ? sel.norms : std::vector<Norm>{Norm::rms};
   const std::vector<int> w = uses_world(m) ? sel.worlds : std::vector<int>{1};
   const std::vector<int> s = uses_world(m) ? sel.stages : std::vector<int>{1};
+  const std::vector<bool> gi = uses_world(m) ? sel.graph_inputs : std::vector<bool>{false};
   for (const auto& target : targets)
     for (int h : sel.hidden)
       for (DType d : sel.dtypes)
@@ -119,21 +121,22 @@ void expand(Module m, const Selection& sel, const std::vector<Target>& targets, 
               for (bool mirror : uses_quant(m) ? sel.mirrors : std::vector<bool>{false})
                 for (Norm nn : n)
                   for (int ww : w)
-                    for (int ss : s) {
-                      if (sel.quants_defaulted && !divides(qq, g, h)) continue;
-                      const bool taken = takes_quant(m, qq) && !(mirror && (qq == Quant::none || !takes_mirror(m)));
-                      if (!taken && (sel.quants_defaulted || sel.modules_defaulted)) continue;
-                      KernelSpec spec;
-                      spec.module = m, spec.hidden = h, spec.dtype = d, spec.mode.quant = qq, spec.mode.norm = nn;
-                      spec.mode.group_size = g, spec.mode.scale_format = sf, spec.mode.mirror = mirror;
-                      spec.world = ww, spec.stage = ss, spec.target = target;
-                      try {
-                        spec.validate();
-                      } catch (const Error& e) {
-                        bad(path, e.what());
+                    for (int ss : s)
+                      for (bool graph : gi) {
+                        if (sel.quants_defaulted && !divides(qq, g, h)) continue;
+                        const bool taken = takes_quant(m, qq) && !(mirror && (qq == Quant::none || !takes_mirror(m)));
+                        if (!taken && (sel.quants_defaulted || sel.modules_defaulted)) continue;
+                        KernelSpec spec;
+                        spec.module = m, spec.hidden = h, spec.dtype = d, spec.mode.quant = qq, spec.mode.norm = nn;
+                        spec.mode.group_size = g, spec.mode.scale_format = sf, spec.mode.mirror = mirror;
+                        spec.world = ww, spec.stage = ss, spec.target = target, spec.graph_inputs = graph;
+                        try {
+                          spec.validate();
+                        } catch (const Error& e) {
+                          bad(path, e.what());
+                        }
+                        out.push_back(spec);
                       }
-                      out.push_back(spec);
-                    }
 }
 
 }  // namespace
@@ -194,8 +197,8 @@ SpecSet parse_spec_set(const json& config, const std::vector<Target>& targets) {
     }
   }
   if (!config.contains("specs") || !config["specs"].is_array()) bad("$.specs", "must be a list of spec objects");
-  static const std::vector<std::string> keys{"module",       "hidden", "dtype", "quant", "group_size",
-                                             "scale_format", "mirror", "norm",  "world", "stage"};
+  static const std::vector<std::string> keys{"module", "hidden", "dtype", "quant", "group_size",  "scale_format",
+                                             "mirror", "norm",   "world", "stage", "graph_inputs"};
   for (size_t i = 0; i < config["specs"].size(); ++i) {
     const json& entry = config["specs"][i];
     const std::string path = fmt::format("$.specs[{}]", i);
@@ -204,7 +207,7 @@ SpecSet parse_spec_set(const json& config, const std::vector<Target>& targets) {
       if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
         bad(path + "." + key,
             "unknown key; allowed are module, hidden, dtype, quant, group_size, scale_format, mirror, norm, world, "
-            "stage");
+            "stage, graph_inputs");
       }
     }
     const auto modules = enum_field(entry, "module", path, all_modules(), parse_module);
@@ -221,6 +224,7 @@ SpecSet parse_spec_set(const json& config, const std::vector<Target>& targets) {
     sel.norms = enum_field(entry, "norm", path, all_norms(), parse_norm);
     sel.worlds = int_field(entry, "world", path, default_world_sizes());
     sel.stages = int_field(entry, "stage", path, {1, 2});
+    sel.graph_inputs = bool_field(entry, "graph_inputs", path, {false, true});
     for (Module m : modules) expand(m, sel, use, path, set.specs);
   }
   return set;

@@ -4,7 +4,8 @@
 //    "targets": ["sm_90"]}
 // Every list is expanded as a cartesian product; an omitted field takes all its values (the
 // default hidden sizes for "hidden"; "group" 128 and "scale" "f32" for the fp8_group modes,
-// and without "quant" a block-scaled mode skips hidden sizes its group does not divide); a
+// and without "quant" a block-scaled mode skips hidden sizes its group does not divide; for
+// fused_ar and allreduce "graph_inputs" both the eager kernel and the one of captured calls); a
 // single value may stand for a list of one.
 #pragma once
 
@@ -30,8 +31,8 @@ struct SpecSet {
 // Every quant mode (fp8_group: group 128, fp32 scales).
 const std::vector<Quant>& default_quants();
 
-// Every module over its default product (default_quants, and per-token FP8's mirror), for each
-// target.
+// Every module over its default product (default_quants, and per-token FP8's mirror; fused_ar and
+// allreduce eager and captured), for each target.
 std::vector<KernelSpec> default_specs(const std::vector<Target>& targets);
 
 // Throws arfuse::Error naming the JSON path, the value and what is allowed.

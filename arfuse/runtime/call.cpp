@@ -6,6 +6,7 @@
 
 #include "arfuse/error.hpp"
 
+#include "base/log.hpp"
 #include "base/names.hpp"
 #include "runtime/context.hpp"
 #include "runtime/kernel_args.hpp"
@@ -60,24 +61,54 @@ Plan plan_of(const RankState& rank, const CallShape& shape) {
   return plan_call(rank.group->topology(), rank.group->policy, shape);
 }
 
-const LaunchableKernel* kernel_of(const RankState& rank, const Plan& plan) {
-  return plan.has_kernel ? &load_kernel(*rank.context, plan.spec) : nullptr;
+// A captured call loads no module where it can help it (a module load can end the capture), so
+// the first eager call of a custom kernel also loads its graph twin. When a captured call's graph
+// kernel is not loaded (no eager call or Rank::prepare came first) but the eager one is, it takes
+// that one and copies its input, as the call would without an input slot.
+const LaunchableKernel* kernel_of(const RankState& rank, Plan& plan) {
+  if (!plan.has_kernel) return nullptr;
+  if (const LaunchableKernel* k = loaded_kernel(*rank.context, plan.spec)) return k;
+  const bool has_twin = plan.path != Path::nccl && rank.group->options.graph_calls > 0;
+  if (!plan.spec.graph_inputs && has_twin) {
+    const LaunchableKernel& k = load_kernel(*rank.context, plan.spec);
+    jit::KernelSpec twin = plan.spec;
+    twin.graph_inputs = true;
+    load_kernel(*rank.context, twin);
+    return &k;
+  }
+  if (plan.spec.graph_inputs) {
+    jit::KernelSpec eager = plan.spec;
+    eager.graph_inputs = false;
+    if (const LaunchableKernel* k = loaded_kernel(*rank.context, eager)) {
+      warn_once("graph kernel not loaded " + eager.text(),
+                fmt::format("a call captured into a graph takes {} and copies its input: its graph kernel was not "
+                            "loaded before the capture (Rank::prepare loads it)",
+                            eager.text()));
+      plan.spec = eager;
+      return k;
+    }
+  }
+  return &load_kernel(*rank.context, plan.spec);
 }
 
 }  // namespace
 
 void run_allreduce_rmsnorm(RankState& rank, const AllreduceRmsnormArgs& args, const Stream& stream) {
-  const CallShape shape = validate_call(rank, args);
+  CallShape shape = validate_call(rank, args);
   if (shape.tokens == 0) return;
-  const Plan plan = plan_of(rank, shape);
-  launch_call(rank, plan, kernel_of(rank, plan), args, stream);
+  shape.graph_inputs = rank.takes_input_slot(stream);
+  Plan plan = plan_of(rank, shape);
+  const LaunchableKernel* kernel = kernel_of(rank, plan);
+  launch_call(rank, plan, kernel, args, stream);
 }
 
 void run_allreduce(RankState& rank, const AllreduceArgs& args, const Stream& stream) {
-  const CallShape shape = validate_call(rank, args);
+  CallShape shape = validate_call(rank, args);
   if (shape.tokens == 0) return;
-  const Plan plan = plan_of(rank, shape);
-  launch_call(rank, plan, kernel_of(rank, plan), args, stream);
+  shape.graph_inputs = rank.takes_input_slot(stream);
+  Plan plan = plan_of(rank, shape);
+  const LaunchableKernel* kernel = kernel_of(rank, plan);
+  launch_call(rank, plan, kernel, args, stream);
 }
 
 }  // namespace arfuse

@@ -28,6 +28,13 @@ jit::KernelSpec spec_for(const Context& ctx, jit::Module module, int hidden, DTy
   return s.canonical();
 }
 
+const LaunchableKernel* loaded_kernel(Context& ctx, const jit::KernelSpec& spec) {
+  ContextState& c = ContextAccess::of(ctx);
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto it = c.loaded.find(spec.packed());
+  return it != c.loaded.end() && spec.target == c.device.target() ? it->second.get() : nullptr;
+}
+
 const LaunchableKernel& load_kernel(Context& ctx, const jit::KernelSpec& requested) {
   ContextState& c = ContextAccess::of(ctx);
   const bool own_target = requested.target == c.device.target();

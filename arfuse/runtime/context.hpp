@@ -39,6 +39,9 @@ struct ContextState {
 // The kernel for `spec`, loaded on ctx's device (compiled or read from the cache on first use).
 // Throws Error when spec.target cannot run on this device, and whatever the cache throws.
 const LaunchableKernel& load_kernel(Context& ctx, const jit::KernelSpec& spec);
+// The kernel for `spec` (of ctx's device's own target) when it is loaded already, else null:
+// loads nothing.
+const LaunchableKernel* loaded_kernel(Context& ctx, const jit::KernelSpec& spec);
 // A spec for ctx's device's target; throws Error for a hidden size or mode no kernel takes.
 jit::KernelSpec spec_for(const Context& ctx, jit::Module module, int hidden, DType dtype, const EpilogueMode& mode = {},
                          int world = 1, int stage = 1, bool views = false);

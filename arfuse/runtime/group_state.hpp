@@ -10,6 +10,7 @@
 #include "arfuse/context.hpp"
 
 #include "jit/tuning.hpp"
+#include "runtime/graph_inputs.hpp"
 #include "runtime/plan/plan.hpp"
 #include "runtime/setup/group_setup.hpp"
 
@@ -33,6 +34,13 @@ struct RankState {
   Context* context;
   DeviceBuffer oversize;  // NCCL's output for messages above the staging capacity
   std::optional<Path> last_path;
+  int graph_slots_used = 0;             // input slots taken by captured calls (GroupOptions::graph_calls)
+  std::vector<CapturedInput> captured;  // calls captured since the inputs were last registered
+
+  // Whether a call on `stream` now is captured and can take an input slot.
+  bool takes_input_slot(const Stream& stream) const {
+    return graph_slots_used < group->options.graph_calls && stream.capturing();
+  }
 
   const Device& device() const { return context->device(); }
   void* input_buffer() const { return buffers->staging.get(); }

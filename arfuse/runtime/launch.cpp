@@ -15,6 +15,18 @@ namespace arfuse {
 
 namespace {
 
+// A captured call's input slot (the graph_inputs kernels), recorded for register_graph_inputs;
+// its input is offered to the peers only when the kernel could read it in place: contiguous rows,
+// not already the staging buffer.
+unsigned take_input_slot(RankState& rank, const Plan& plan, int tokens, const void* input, int input_stride) {
+  CapturedInput c;
+  c.slot = unsigned(rank.graph_slots_used++);
+  c.input = input_stride == plan.spec.hidden && input != rank.input_buffer() ? input : nullptr;
+  c.call = captured_call(plan.spec, tokens);
+  rank.captured.push_back(c);
+  return c.slot;
+}
+
 // The custom kernels' arguments every call shares.
 FusedArgs fused_args(const RankState& rank, int tokens, const void* input, const RowStrides& strides) {
   const GroupOptions& options = rank.group->options;
@@ -89,7 +101,9 @@ void launch_call(RankState& rank, const Plan& plan, const LaunchableKernel* kern
                  const Stream& stream) {
   note_path(rank, plan, a.tokens, a.hidden);
   if (plan.path != Path::nccl) {
-    launch_fused(rank, plan, *kernel, epilogue_fused_args(rank, a), a.pdl, stream);
+    FusedArgs f = epilogue_fused_args(rank, a);
+    if (plan.spec.graph_inputs) f.input_slot = take_input_slot(rank, plan, a.tokens, a.input, f.strides.input);
+    launch_fused(rank, plan, *kernel, f, a.pdl, stream);
     return;
   }
   void* sum = nccl_sum(rank, a.input, detail::row_strides(a).input, nullptr, a.tokens, a.hidden, a.dtype, stream);
@@ -106,6 +120,7 @@ void launch_call(RankState& rank, const Plan& plan, const LaunchableKernel* kern
   if (plan.path != Path::nccl) {
     FusedArgs f = fused_args(rank, a.tokens, a.input, strides);
     f.out = a.out;
+    if (plan.spec.graph_inputs) f.input_slot = take_input_slot(rank, plan, a.tokens, a.input, strides.input);
     launch_fused(rank, plan, *kernel, f, a.pdl, stream);
     return;
   }

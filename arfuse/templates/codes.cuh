@@ -42,6 +42,7 @@ using ModuleBits = Field<51, 3>;       // jit::Module
 using WorldBits = Field<54, 4>;        // world size (1 for the single-GPU modules)
 using ViewsBits = Field<58, 1>;        // the kernel reads row strides
 using ScaleLayoutBits = Field<59, 2>;  // a mode's ScaleLayout (the spec's is always row-major)
+using GraphInputsBits = Field<61, 1>;  // the kernel reads its rows where the call's input slot says
 inline constexpr unsigned kCallDescriptorBits = 51;
 
 // Group sizes 32, 64 and 128 as 1, 2 and 3; 0 for none (and for a size no kernel takes).

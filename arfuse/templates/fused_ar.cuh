@@ -101,17 +101,18 @@ __device__ __forceinline__ Vec16 fold_vector(const Vec16 (&v)[W]) {
   }
 }
 
-// The folded vectors this thread owns of the row at `offset`. All W loads of a vector are
-// issued before the first add.
-template <typename T, int H, int THREADS, int VPT, int W, bool PAIRS>
-__device__ __forceinline__ void fold_row(const PeerBuffers& peers, long long offset, Vec16 (&sum)[VPT]) {
+// The folded vectors this thread owns of the row at `offset`, rank r's rows at rows[r] (the
+// staging buffers, or a captured call's registered inputs). All W loads of a vector are issued
+// before the first add.
+template <typename T, int H, int THREADS, int VPT, int W, bool PAIRS, typename Rows>
+__device__ __forceinline__ void fold_row(const Rows& rows, long long offset, Vec16 (&sum)[VPT]) {
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     if (!owns_vector<H, THREADS>(k)) continue;
     const long long element = offset + (threadIdx.x + k * THREADS) * 8;
     Vec16 v[W];
 #pragma unroll
-    for (int r = 0; r < W; ++r) v[r] = load_shared_l2(static_cast<const T*>(peers.staging[r]) + element);
+    for (int r = 0; r < W; ++r) v[r] = load_shared_l2(static_cast<const T*>(rows[r]) + element);
     sum[k] = fold_vector<T, W, PAIRS>(v);
   }
 }
@@ -174,9 +175,9 @@ __device__ __forceinline__ void stage_own_rows(const FusedArgs& a) {
 
 // Stage 1: every row of this block, folded from all staging buffers, then its epilogue.
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, int W, bool EPILOGUE,
-          bool VIEWS>
-__device__ __forceinline__ void reduce_rows(const FusedArgs& a, StagedWeight weight, QuantScale quant_scale,
-                                            ReduceScratch& scratch) {
+          bool VIEWS, typename Rows>
+__device__ __forceinline__ void reduce_rows(const FusedArgs& a, const Rows& rows, StagedWeight weight,
+                                            QuantScale quant_scale, ReduceScratch& scratch) {
   const RowOffsets<T, H, QUANT, VIEWS> at{a.strides};
   for (int row = blockIdx.x; row < a.tokens; row += gridDim.x) {
     Vec16 residual[VPT];
@@ -184,22 +185,46 @@ __device__ __forceinline__ void reduce_rows(const FusedArgs& a, StagedWeight wei
       load_vectors<T, H, THREADS, VPT>(static_cast<const T*>(a.residual_in) + at.residual_in(row), residual);
     }
     Vec16 x[VPT];
-    fold_row<T, H, THREADS, VPT, W, kFoldPairAdd<T, QUANT, EPILOGUE>>(a.peers, (long long)row * H, x);
+    fold_row<T, H, THREADS, VPT, W, kFoldPairAdd<T, QUANT, EPILOGUE>>(rows, (long long)row * H, x);
     finish_row<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, EPILOGUE, VIEWS>(a, row, x, residual, weight, quant_scale,
                                                                                scratch);
   }
 }
 
-// MIN_BLOCKS: 0, or the resident blocks per multiprocessor the kernel is compiled for, which
-// caps its registers (jit/tuning_policy.cpp).
+// The graph_inputs kernels: where each rank's rows are read, from the call's input slot
+// (templates/signal.cuh), into `rows`, which the entry barrier's __syncthreads publishes to the
+// block: a registered input where it lies, else the rank's staging buffer. Returns whether this
+// rank's own input is read where it lies (then nothing is copied).
+template <int W>
+__device__ __forceinline__ bool read_input_slot(const FusedArgs& a, const Signal* self, const void* (&rows)[W]) {
+  const InputSlot& slot = input_slots(self)[a.input_slot];
+  if (threadIdx.x < W) {
+    const void* registered = slot.rows[threadIdx.x];
+    rows[threadIdx.x] = registered != nullptr ? registered : a.peers.staging[threadIdx.x];
+  }
+  return slot.rows[a.rank] != nullptr;
+}
+
+// Where the kernel reads each rank's rows: the staging buffers, or what the input slot says.
+template <bool GRAPH_INPUTS, int W>
+__device__ __forceinline__ const auto& rows_to_fold(const FusedArgs& a, const void* (&graph_rows)[W]) {
+  if constexpr (GRAPH_INPUTS) {
+    return graph_rows;
+  } else {
+    return a.peers.staging;
+  }
+}
+
+// The kernels' body. The shared memory is the kernel's own (declared there, so that each
+// kernel's symbols and layout are its own).
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, int W, int STAGE,
-          bool EPILOGUE, bool VIEWS, int MIN_BLOCKS>
-__global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedArgs a) {
+          bool EPILOGUE, bool VIEWS, bool GRAPH_INPUTS>
+__device__ __forceinline__ void fused_ar(const FusedArgs& a, ReduceScratch& scratch, int& failed,
+                                         Vec16 (&staged_weight)[EPILOGUE ? THREADS * VPT : 1],
+                                         const void* (&graph_rows)[W]) {
   static_assert(W >= 2 && W <= kMaxWorld, "world size");
   static_assert(STAGE == 1 || STAGE == 2, "stage");
   wait_for_previous_kernel();  // before the signal reads: the previous call's blocks write them last
-  __shared__ ReduceScratch scratch;
-  __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   Signal* self = a.peers.signal[a.rank];
   u32 epoch = self->epoch[blockIdx.x];  // read by all before any write (the write is last)
@@ -210,10 +235,12 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
                                                   : kQuantSwizzles<QUANT> ? unsigned(a.scale_group_stride == 0)
                                                                           : 0u)
                                 : 0;
-  // The previous call's exit barrier guarantees no peer still reads the staging buffer.
-  if (a.input != nullptr) stage_own_rows<T, H, THREADS, VPT, W, STAGE, VIEWS>(a);
+  bool copy = a.input != nullptr;
+  if constexpr (GRAPH_INPUTS) copy = !read_input_slot<W>(a, self, graph_rows) && copy;
+  // The previous call's exit barrier guarantees no peer still reads the staging buffer (or, where
+  // the peers read this rank's input where it lies, the input).
+  if (copy) stage_own_rows<T, H, THREADS, VPT, W, STAGE, VIEWS>(a);
   // Once per block for all its rows, in flight while the block waits at the entry barrier.
-  __shared__ Vec16 staged_weight[EPILOGUE ? THREADS * VPT : 1];
   StagedWeight weight{staged_weight};
   if constexpr (EPILOGUE) weight = stage_weight<T, H, THREADS, VPT>(static_cast<const T*>(a.weight), staged_weight);
 
@@ -229,14 +256,16 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
     const QuantScale quant_scale = quant_scale_of<QUANT>(scale_value);
     if constexpr (EPILOGUE)
       zero_scale_padding<THREADS, QUANT>(a.scales, a.tokens, a.scale_row_stride, a.scale_group_stride);
+    const auto& rows = rows_to_fold<GRAPH_INPUTS>(a, graph_rows);
     if (STAGE == 1) {
-      reduce_rows<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, W, EPILOGUE, VIEWS>(a, weight, quant_scale, scratch);
+      reduce_rows<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, W, EPILOGUE, VIEWS>(a, rows, weight, quant_scale,
+                                                                                     scratch);
     } else {
       const int share = (a.tokens + W - 1) / W;
       const int first = a.rank * share, last = min(a.tokens, first + share);
       for (int row = first + blockIdx.x; row < last; row += gridDim.x) {
         Vec16 x[VPT];
-        fold_row<T, H, THREADS, VPT, W, kFoldPairAdd<T, QUANT, EPILOGUE>>(a.peers, (long long)row * H, x);
+        fold_row<T, H, THREADS, VPT, W, kFoldPairAdd<T, QUANT, EPILOGUE>>(rows, (long long)row * H, x);
 #pragma unroll
         for (int r = 0; r < W; ++r)
           store_row<T, H, THREADS, VPT>(static_cast<T*>(a.peers.gather[r]) + (long long)row * H, x);
@@ -263,6 +292,32 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
       cross_rank_barrier<W>(a.peers, a.rank, ++epoch, a.timeout_ns, kBarrierExit, call, false, error_at_start, failed);
   }
   if (threadIdx.x == 0) self->epoch[blockIdx.x] = epoch;
+}
+
+// MIN_BLOCKS: 0, or the resident blocks per multiprocessor the kernel is compiled for, which
+// caps its registers (jit/tuning_policy.cpp).
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, int W, int STAGE,
+          bool EPILOGUE, bool VIEWS, int MIN_BLOCKS>
+__global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedArgs a) {
+  __shared__ ReduceScratch scratch;
+  __shared__ int failed;
+  __shared__ Vec16 staged_weight[EPILOGUE ? THREADS * VPT : 1];
+  const void* no_graph_rows[W];  // unused: this kernel reads the staging buffers
+  fused_ar<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, W, STAGE, EPILOGUE, VIEWS, false>(
+      a, scratch, failed, staged_weight, no_graph_rows);
+}
+
+// The kernel of a call captured in a graph (the spec's graph_inputs): as fused_ar_kernel, each
+// rank's rows read where the call's input slot says.
+template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, int W, int STAGE,
+          bool EPILOGUE, bool VIEWS, int MIN_BLOCKS>
+__global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_graph_kernel(FusedArgs a) {
+  __shared__ ReduceScratch scratch;
+  __shared__ int failed;
+  __shared__ Vec16 staged_weight[EPILOGUE ? THREADS * VPT : 1];
+  __shared__ const void* graph_rows[W];
+  fused_ar<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, W, STAGE, EPILOGUE, VIEWS, true>(a, scratch, failed,
+                                                                                           staged_weight, graph_rows);
 }
 
 }  // namespace arfuse

@@ -91,6 +91,21 @@ struct PeerBuffers {
   Signal* signal[kMaxWorld];
 };
 
+// Where a captured call's kernel (the spec's graph_inputs) reads each rank's rows: one slot per
+// call captured into a graph, in the rank's own signal allocation, right after its Signal.
+// rows[r] is rank r's input in this rank's address space once the graph's inputs are registered
+// (Group::register_graph_inputs), null before that and where rank r's input cannot be read where
+// it lies: then rank r copies it into its staging buffer and every rank reads it there, as an
+// eager call does. Local to its rank: no peer reads it, so it is no part of the protocol.
+struct InputSlot {
+  const void* rows[kMaxWorld];
+};
+inline constexpr int kMaxGraphCalls = 1 << 20;  // slots a rank may have (GroupOptions::graph_calls)
+
+ARFUSE_HOST_DEVICE inline const InputSlot* input_slots(const Signal* signal) {
+  return reinterpret_cast<const InputSlot*>(signal + 1);
+}
+
 // The one kernel parameter of fused_ar_kernel; the host fills it (runtime/launch.cpp).
 struct FusedArgs {
   PeerBuffers peers;
@@ -109,6 +124,7 @@ struct FusedArgs {
   int scale_row_stride;    // scales between rows (1 per-token; groups per row, or 1 column-major)
   int scale_group_stride;  // scales between a row's groups (1 row-major; tokens column-major; 0: NVFP4 swizzled)
   RowStrides strides;      // of the caller's tensors; the staging and gather buffers are contiguous
+  unsigned input_slot;     // the graph_inputs kernels: the call's InputSlot in the rank's table
   // fp8_static: the scale (q = fp8(y * (1 / scale))); nvfp4: the global scale. Read by the kernel,
   // so a graph replays with whatever the pointer holds.
   const float* quant_scale;
@@ -130,6 +146,11 @@ static_assert(__builtin_offsetof(FusedArgs, check_call) == sizeof(PeerBuffers) +
 static_assert(__builtin_offsetof(FusedArgs, scale_group_stride) == sizeof(PeerBuffers) + 88, "FusedArgs layout");
 static_assert(__builtin_offsetof(FusedArgs, strides) == sizeof(PeerBuffers) + 92, "FusedArgs layout");
 static_assert(sizeof(RowStrides) == 24, "RowStrides layout");
+// In what was padding before quant_scale: the other kernels' parameter is as it was.
+static_assert(__builtin_offsetof(FusedArgs, input_slot) == sizeof(PeerBuffers) + 116, "FusedArgs layout");
+static_assert(__builtin_offsetof(FusedArgs, quant_scale) == sizeof(PeerBuffers) + 120, "FusedArgs layout");
+static_assert(sizeof(FusedArgs) == sizeof(PeerBuffers) + 128, "FusedArgs layout");
+static_assert(sizeof(Signal) % alignof(InputSlot) == 0, "the slot table follows the Signal");
 #endif
 
 }  // namespace arfuse

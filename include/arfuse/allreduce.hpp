@@ -45,6 +45,11 @@ struct ARFUSE_API GroupOptions {
   // Compare every rank's call (tokens, hidden, dtype, mode, stage) at the entry barrier of the
   // custom kernels; every rank must agree. Off saves one 8-byte store per peer and block.
   bool check_calls = true;
+  // Calls captured into graphs whose kernels can read the ranks' inputs where they lie, once
+  // Group::register_graph_inputs has told the ranks where that is (64 bytes of device memory a
+  // rank each). Captured calls beyond it, and every call with 0, copy their input into the
+  // staging buffer as eager calls do. Ranks with a bootstrap must agree.
+  int graph_calls = 4096;
   CacheOptions cache;
   // The one-/two-stage thresholds as a JSON tuning table (what arfuse-bench tune writes);
   // default: the file ARFUSE_TUNING names, else the embedded table.

@@ -106,6 +106,8 @@ class ARFUSE_API Stream {
   Stream& operator=(const Stream&) = delete;
   NativeStream native() const { return stream_; }
   void synchronize() const;
+  // Whether work enqueued now is captured into a graph (stream capture) rather than run.
+  bool capturing() const;
   // Work enqueued after this waits until `event` completes.
   void wait(const Event& event) const;
   // Enqueues a device-to-device copy of `bytes` (either side may be a peer's mapped buffer).

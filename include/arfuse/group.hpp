@@ -48,16 +48,16 @@ class ARFUSE_API Rank {
   void allreduce_rmsnorm(const AllreduceRmsnormArgs& args, const Stream& stream);
   void allreduce(const AllreduceArgs& args, const Stream& stream);
   // Loads (compiling on a cache miss) every kernel a call with these parameters can take, on
-  // either stage. Call it on every rank before the first call of a shape: with several ranks
-  // on one GPU, loading a kernel while a peer's kernel waits at a barrier can stall the load
-  // until that peer times out.
-  // The kernels of contiguous calls; a call with row strides or a padded out takes its own
-  // kernels (the spec's views field), loaded on its first call.
+  // either stage, eager or captured in a graph (GroupOptions::graph_calls). Call it on every rank before the first call
+  // of a shape: with several ranks on one GPU, loading a kernel while a peer's kernel waits at a barrier can stall the
+  // load until that peer times out. The kernels of contiguous calls; a call with row strides or a padded out takes its
+  // own kernels (the spec's views field), loaded on its first call.
   void prepare(int hidden, DType dtype, const EpilogueMode& mode = {});
   // The path this rank's last call took (none before the first call).
   std::optional<Path> last_path() const;
 
  private:
+  friend class Group;  // register_graph_inputs reads every local rank's captured calls
   std::unique_ptr<Impl> impl_;
 };
 
@@ -100,6 +100,21 @@ class ARFUSE_API Group {
   // Clears signals, epochs and error words on every rank. No call may be in flight. With a
   // bootstrap, every rank calls it (it meets the others before and after).
   void reset();
+  // After capturing calls into graphs (stream capture): tells the ranks where each captured
+  // call's inputs lie, so that the graphs' kernels read them there instead of copying them into
+  // the staging buffers first. Every rank must have captured the same calls in the same order
+  // since the last registration (Error otherwise, on every rank, naming the first difference).
+  // An input is read in place when its rows are contiguous and every rank can reach its memory
+  // (one process: the same device, or memory peer access covers; processes: memory the driver
+  // exports an IPC handle for); other inputs keep the copy. The captured inputs must stay where
+  // they are while the graphs live (a graph's memory pool keeps them). Not while capturing, and
+  // no captured call may be in flight. With a bootstrap every rank calls it. Returns the
+  // captured calls whose inputs every rank now reads in place, of those registered.
+  struct GraphInputs {
+    int calls = 0;     // calls registered
+    int in_place = 0;  // of them, with every rank's input read where it lies
+  };
+  GraphInputs register_graph_inputs();
   // Meets the other ranks (with a bootstrap), then releases NCCL, peer mappings and buffers.
   // The destructor calls it; call it yourself to see errors (a lost peer) as exceptions.
   void close();

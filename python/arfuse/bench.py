@@ -20,9 +20,12 @@ examples/eager_host_overhead.cpp do), so the numbers compare with those tools' n
         Before timing, the op's outputs are compared byte for byte with the binding's (the
         C++ Group's) on the same inputs.
   graph: the op captured into torch CUDA graphs of 16 calls per rank, replayed; device time per
-        call (median over --runs), with the input in a torch tensor (the kernel copies it into
-        the staging buffer) and in the staging buffer itself (Communicator.input_buffer), which
-        is how `arfuse-bench fused` times the same shape; and the binding in the graph with
+        call (median over --runs), with the input in a torch tensor: "op graph" after
+        register_graph_inputs() (each kernel reads every rank's input where it lies), "copied"
+        without it (the kernel first copies its input into the staging buffer, as an eager call
+        does); with the input in the staging buffer itself ("staged in",
+        Communicator.input_buffer), which is how `arfuse-bench fused` times the same shape;
+        "op graph" checks that every captured input was registered in place; and the binding in the graph with
         the staged input and outputs allocated once ("binding staged"): the same kernel
         launches without the op's per-call output allocations, to tell their cost from the
         kernel's; and that again with a separate residual_out ("+ residual_out"), as
@@ -224,7 +227,7 @@ def _hold_gpu(stream, seconds):
             sleep(int(seconds * 2e9))
 
 
-def graph_us(ranks, op, replays, runs):
+def graph_us(ranks, op, replays, runs, register=False):
     graphs = []
     for r, s in enumerate(ranks.streams):
         g = torch.cuda.CUDAGraph()
@@ -232,6 +235,17 @@ def graph_us(ranks, op, replays, runs):
             for _ in range(CALLS_PER_GRAPH):
                 op(r)
         graphs.append(g)
+    if register:
+        calls, in_place = ranks.comms[0].register_graph_inputs()
+        if in_place != calls:
+            raise Error(f"register_graph_inputs read {in_place} of {calls} captured inputs in place")
+    samples = replay_us(ranks, graphs, replays, runs)
+    if not register:
+        ranks.comms[0].register_graph_inputs()  # the timed graphs copied; the next capture starts afresh
+    return samples
+
+
+def replay_us(ranks, graphs, replays, runs):
     main = torch.cuda.current_stream()
     samples = []
     for _ in range(runs + 1):  # the first run warms up
@@ -271,7 +285,8 @@ def main(argv=None):
     print(f"device: {torch.cuda.get_device_name(0)}; W = {args.world} virtual ranks; {args.dtype}; quant {args.quant}{' mirror' if args.mirror else ''}")
     print("host: microseconds per eager call (median); graph: device microseconds per call (median, min-max)")
     print(f"{'tokens x hidden':>16} {'method':>7} {'op':>6} {'noop':>6} {'meta':>6} {'binding':>8} {'C++':>6} "
-          f"{'op graph':>9} {'(min-max)':>15} {'staged in':>9} {'(min-max)':>15} {'binding staged':>14} "
+          f"{'op graph':>9} {'(min-max)':>15} {'copied':>7} {'(min-max)':>15} {'staged in':>9} {'(min-max)':>15} "
+          f"{'binding staged':>14} "
           f"{'(min-max)':>15} {'+ residual_out':>14} {'(min-max)':>15}")
     try:
         for tokens, hidden in args.shapes:
@@ -281,14 +296,16 @@ def main(argv=None):
             host = [host_us(ranks, call, args.calls, args.batches)
                     for call in (ranks.method, ranks.op, ranks.noop, ranks.op_meta, lambda r: ranks.binding(r, outputs))]
             host.append(cpp_host_us(ranks, outputs, args.calls, args.batches))
-            median, low, high = graph_us(ranks, ranks.method, args.replays, args.runs)
+            median, low, high = graph_us(ranks, ranks.method, args.replays, args.runs, register=True)
+            copied, copied_low, copied_high = graph_us(ranks, ranks.method, args.replays, args.runs)
             staged, staged_low, staged_high = graph_us(ranks, ranks.op_staged, args.replays, args.runs)
             bound, bound_low, bound_high = graph_us(ranks, lambda r: ranks.binding(r, outputs, staged=True),
                                                     args.replays, args.runs)
             separate, separate_low, separate_high = graph_us(
                 ranks, lambda r: ranks.binding(r, outputs, staged=True, in_place=False), args.replays, args.runs)
             print(f"{tokens:>7} x {hidden:<6} {host[0]:>7.2f} {host[1]:>6.2f} {host[2]:>6.2f} {host[3]:>6.2f} "
-                  f"{host[4]:>8.2f} {host[5]:>6.2f} {median:>9.2f} {f'({low:.2f}-{high:.2f})':>15} {staged:>9.2f} "
+                  f"{host[4]:>8.2f} {host[5]:>6.2f} {median:>9.2f} {f'({low:.2f}-{high:.2f})':>15} {copied:>7.2f} "
+                  f"{f'({copied_low:.2f}-{copied_high:.2f})':>15} {staged:>9.2f} "
                   f"{f'({staged_low:.2f}-{staged_high:.2f})':>15} {bound:>14.2f} "
                   f"{f'({bound_low:.2f}-{bound_high:.2f})':>15} {separate:>14.2f} "
                   f"{f'({separate_low:.2f}-{separate_high:.2f})':>15}", flush=True)

@@ -179,14 +179,16 @@ def _check_positive(name, value):
         raise Error(f"{name} is {value!r}; it must be a positive int")
 
 
-def _options(max_tokens, max_hidden, dtype, timeout, transport, check_calls, cache_dir):
+def _options(max_tokens, max_hidden, dtype, timeout, transport, check_calls, graph_calls, cache_dir):
     _check_positive("max_tokens", max_tokens)
     _check_positive("max_hidden", max_hidden)
+    if not isinstance(graph_calls, int) or isinstance(graph_calls, bool) or graph_calls < 0:
+        raise Error(f"graph_calls is {graph_calls!r}; it must be an int >= 0 (0: captured calls copy their input)")
     dtype_name = None if dtype is None else _dtype_name(dtype)
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool):
         raise Error(f"timeout is {timeout!r}; it must be a number of seconds")
     return dict(max_tokens=max_tokens, max_hidden=max_hidden, dtype=dtype_name, timeout_s=float(timeout),
-                transport=transport, check_calls=bool(check_calls),
+                transport=transport, check_calls=bool(check_calls), graph_calls=graph_calls,
                 cache_dir="" if cache_dir is None else str(cache_dir))
 
 
@@ -201,10 +203,13 @@ class Communicator:
     timeout: seconds a kernel waits for a peer before giving up (check() then raises).
     transport: "auto" (arfuse's kernels where every rank reaches every other, NCCL otherwise),
     "custom" or "nccl". check_calls: compare every rank's call before any peer row is read.
+    graph_calls: how many calls captured into CUDA graphs can read their inputs where they lie once
+    register_graph_inputs() has run (64 bytes of GPU memory each); later ones, and all with 0,
+    copy their input into the staging buffer as eager calls do.
     """
 
     def __init__(self, group=None, *, max_tokens, max_hidden, dtype=None, timeout=5.0, device=None,
-                 transport="auto", check_calls=True, cache_dir=None):
+                 transport="auto", check_calls=True, graph_calls=4096, cache_dir=None):
         if not dist.is_available() or not dist.is_initialized():
             raise Error("torch.distributed is not initialised: call torch.distributed.init_process_group first")
         group = group if group is not None else dist.group.WORLD
@@ -212,7 +217,7 @@ class Communicator:
         if rank < 0:
             raise Error("this process is not a member of the process group passed as `group`")
         device = _cuda_device(device)
-        options = _options(max_tokens, max_hidden, dtype, timeout, transport, check_calls, cache_dir)
+        options = _options(max_tokens, max_hidden, dtype, timeout, transport, check_calls, graph_calls, cache_dir)
 
         def allgather(mine):
             everyone = [None] * world
@@ -290,6 +295,19 @@ class Communicator:
         self._group().prepare(self._local_rank, hidden, _dtype_name(dtype), quant, norm, group_size, scale_format,
                               mirror)
 
+    def register_graph_inputs(self):
+        """After capturing calls into CUDA graphs: tells the ranks where each captured call's input
+        lies, so that replays read it there instead of copying it into the staging buffer first
+        (the copy an eager call makes). Collective: every rank calls it, after capturing the same
+        calls in the same order (arfuse.Error otherwise, on every rank). Not while capturing, and
+        with no graph replaying. An input is read in place when its rows are contiguous and every
+        rank can reach its memory (CUDA IPC between processes: memory of torch's default
+        allocator, not of expandable segments); the others keep the copy. The graphs must keep
+        their memory pools (they do while they live). Returns ``(calls, in_place)``: the captured
+        calls registered, and of them those whose inputs every rank now reads where they lie.
+        With local_communicators(), one call registers every rank's."""
+        return self._group().register_graph_inputs()
+
     # -- state ------------------------------------------------------------------------------
     def check(self):
         """Raises arfuse.PeerTimeout (.rank) or arfuse.CallMismatch (.rank, .peer) for what the
@@ -346,7 +364,7 @@ class Communicator:
 
 
 def local_communicators(devices, *, max_tokens, max_hidden, dtype=None, timeout=5.0, transport="custom",
-                        check_calls=True, cache_dir=None):
+                        check_calls=True, graph_calls=4096, cache_dir=None):
     """A group whose ranks this one process drives: one Communicator per entry of `devices`
     (GPU ordinals; repeating one makes virtual ranks that share it). Each rank's calls go on
     torch's current stream when they are made, so give each rank its own stream, and let torch's
@@ -355,6 +373,6 @@ def local_communicators(devices, *, max_tokens, max_hidden, dtype=None, timeout=
     For tests and benchmarks; engines use Communicator. Closing one closes them all."""
     if not devices or not all(isinstance(d, int) and not isinstance(d, bool) for d in devices):
         raise Error(f"devices is {devices!r}; it must be a list of GPU ordinals, one per rank")
-    options = _options(max_tokens, max_hidden, dtype, timeout, transport, check_calls, cache_dir)
+    options = _options(max_tokens, max_hidden, dtype, timeout, transport, check_calls, graph_calls, cache_dir)
     impl = _arfuse.local_group(devices=list(devices), **options)
     return [Communicator._local(impl, local, torch.device("cuda", d)) for local, d in enumerate(devices)]

@@ -52,7 +52,8 @@ TEST_CASE("spec text and JSON forms round-trip for every module", "[cpu][spec]")
       as<std::string>{}, "rmsnorm_quant/h6144/bf16/fp8/rms/sm_90", "rmsnorm_quant/h2880/f16/fp8/mirror/gemma/gfx942",
       "token_quant/h8192/bf16/sm_90a", "fused_ar/h5120/f16/none/gemma/w8/s2/gfx1250",
       "allreduce/h6144/bf16/w2/s1/sm_100", "rmsnorm_quant/h2880/bf16/none/rms/views/sm_90",
-      "group_quant/h7168/bf16/mxfp4/views/gfx942", "fused_ar/h6144/bf16/fp8/rms/w4/s1/views/sm_90");
+      "group_quant/h7168/bf16/mxfp4/views/gfx942", "fused_ar/h6144/bf16/fp8/rms/w4/s1/views/sm_90",
+      "fused_ar/h6144/bf16/nvfp4/gemma/w8/s2/graph/sm_90", "allreduce/h4096/f16/w2/s1/views/graph/gfx942");
   const KernelSpec s = KernelSpec::parse(text);
   CHECK(s.text() == text);
   CHECK(KernelSpec::from_json(s.json()) == s);
@@ -74,6 +75,27 @@ TEST_CASE("the views field makes its own spec in every form", "[cpu][spec]") {
   bad["views"] = 1;
   CHECK_THROWS_WITH(KernelSpec::from_json(bad), Contains("\"views\" must be true or false"));
   CHECK_THROWS_WITH(KernelSpec::parse("fused_ar/h6144/bf16/fp8/rms/views/w4/s1/sm_90"), Contains("fields"));
+}
+
+// So is the kernel of a captured call, which reads its rows where its input slot says.
+TEST_CASE("the graph_inputs field makes its own spec in every form, for the modules that reduce", "[cpu][spec]") {
+  const KernelSpec eager = KernelSpec::parse("fused_ar/h6144/bf16/fp8/rms/w4/s1/sm_90");
+  KernelSpec graph = eager;
+  graph.graph_inputs = true;
+  CHECK(graph.text() == "fused_ar/h6144/bf16/fp8/rms/w4/s1/graph/sm_90");
+  CHECK(graph != eager);
+  CHECK(graph.packed() != eager.packed());
+  CHECK(KernelSpec::unpacked(graph.packed(), graph.target) == graph);
+  CHECK(graph.json().at("graph_inputs") == true);
+  CHECK_FALSE(eager.json().contains("graph_inputs"));
+  nlohmann::json bad = graph.json();
+  bad["graph_inputs"] = "yes";
+  CHECK_THROWS_WITH(KernelSpec::from_json(bad), Contains("\"graph_inputs\" must be true or false"));
+  CHECK_THROWS_WITH(KernelSpec::parse("fused_ar/h6144/bf16/fp8/rms/w4/s1/graph/views/sm_90"), Contains("fields"));
+  KernelSpec single = KernelSpec::parse("rmsnorm_quant/h6144/bf16/fp8/rms/sm_90");
+  single.graph_inputs = true;
+  CHECK_THROWS_WITH(single.validate(),
+                    Contains("rmsnorm_quant reads no peer's input") && Contains("fused_ar and allreduce"));
 }
 
 TEST_CASE("unused fields do not make specs differ", "[cpu][spec]") {
@@ -155,7 +177,8 @@ TEST_CASE("spec sets expand as cartesian products and reject bad configs with th
   const std::vector<Target> sm90{Target::parse("sm_90")};
   // rmsnorm_quant: every mode over the 7 hidden sizes it takes (fp8_group g128 6: 128 does not
   // divide 2880) and per-token FP8's mirror, x 2 dtypes x 2 norms; token_quant; fused_ar the same x
-  // 3 worlds x 2 stages; allreduce; group_quant: the modes it takes, both dtypes.
+  // 3 worlds x 2 stages x eager and graph kernels; allreduce; group_quant: the modes it takes,
+  // both dtypes.
   REQUIRE(default_hidden_sizes().size() == 7);
   int epilogue_modes = hidden_sizes_taking(Quant::fp8), group_quant = 0;
   for (Quant q : all_quants()) {
@@ -163,7 +186,11 @@ TEST_CASE("spec sets expand as cartesian products and reject bad configs with th
     if (group_quant_takes(q)) group_quant += hidden_sizes_taking(q) * 2;
   }
   CHECK(default_specs(sm90).size() ==
-        size_t(epilogue_modes * 2 * 2 + 7 * 2 + epilogue_modes * 2 * 2 * 3 * 2 + 7 * 2 * 3 * 2 + group_quant));
+        size_t(epilogue_modes * 2 * 2 + 7 * 2 + epilogue_modes * 2 * 2 * 3 * 2 * 2 + 7 * 2 * 3 * 2 * 2 + group_quant));
+  // Without the graph kernels, what a group with graph_calls 0 loads.
+  size_t eager = 0;
+  for (const KernelSpec& s : default_specs(sm90)) eager += s.graph_inputs ? 0 : 1;
+  CHECK(eager == size_t(epilogue_modes * 2 * 2 + 7 * 2 + epilogue_modes * 2 * 2 * 3 * 2 + 7 * 2 * 3 * 2 + group_quant));
   auto set = parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "rmsnorm_quant", "hidden": [6144, 8192],
       "dtype": ["bf16"], "quant": ["none", "fp8"], "norm": ["rms", "gemma"]}]})"),
                             sm90);
@@ -255,7 +282,15 @@ TEST_CASE("block-scaled modes: bad group sizes and hidden sizes are named", "[cp
       "quant": "fp8_group", "group_size": [64, 128], "scale_format": ["f32", "e8m0"], "norm": "rms", "world": 4,
       "stage": 1}]})"),
                        sm90);
-  CHECK(set.specs.size() == 4);
+  CHECK(set.specs.size() == 4 * 2);  // each with its graph kernel
+  set = parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "fused_ar", "hidden": 7168, "dtype": "bf16",
+      "quant": "fp8", "norm": "rms", "world": 4, "stage": 1, "graph_inputs": true}]})"),
+                       sm90);
+  REQUIRE(set.specs.size() == 1);
+  CHECK(set.specs[0].text() == "fused_ar/h7168/bf16/fp8/rms/w4/s1/graph/sm_90");
+  CHECK_THROWS_WITH(
+      parse_spec_set(nlohmann::json::parse(R"({"specs": [{"module": "fused_ar", "graph_inputs": 1}]})"), sm90),
+      Contains("$.specs[0].graph_inputs[0]") && Contains("true or false"));
   // group_quant takes fp8_group, mxfp4, fp8_static and nvfp4 only: named with another mode, a clear error.
   CHECK(KernelSpec::parse("group_quant/h7168/bf16/fp8_group/g128/e8m0/sm_90").text() ==
         "group_quant/h7168/bf16/fp8_group/g128/e8m0/sm_90");
@@ -313,8 +348,8 @@ TEST_CASE("packed specs, mode codes and call descriptors round-trip over every d
     CHECK(call_stage(call) == unsigned(s.stage));
     // The call's fields sit where the spec's do: a call descriptor without its tokens is the
     // spec's number without the spec's own fields.
-    const std::uint64_t spec_fields =
-        codes::ModuleBits::put(~0u) | codes::WorldBits::put(~0u) | codes::ViewsBits::put(~0u);
+    const std::uint64_t spec_fields = codes::ModuleBits::put(~0u) | codes::WorldBits::put(~0u) |
+                                      codes::ViewsBits::put(~0u) | codes::GraphInputsBits::put(~0u);
     CHECK((call & ~std::uint64_t(codes::TokensBits::mask())) == (s.packed() & ~spec_fields));
   }
   // Numbers no encoder makes are refused, not read as some mode.

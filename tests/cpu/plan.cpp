@@ -73,6 +73,16 @@ TEST_CASE("strided or padded calls plan the views kernel, contiguous ones the co
   shape.tokens = 5000;  // above the staging capacity: NCCL, then the standalone views kernel
   CHECK(plan_call(t, policy, shape).spec.text() == "rmsnorm_quant/h6144/bf16/fp8/gemma/views/sm_90");
   CHECK(plan_call(t, policy, fused(12, 6144)).spec.text() == "fused_ar/h6144/bf16/fp8/gemma/w4/s1/sm_90");
+  // A captured call with an input slot takes the graph kernel of its path; after NCCL there is
+  // no peer input to read.
+  shape.graph_inputs = true;
+  CHECK(plan_call(t, policy, shape).spec.text() == "rmsnorm_quant/h6144/bf16/fp8/gemma/views/sm_90");
+  shape.tokens = 12;
+  CHECK(plan_call(t, policy, shape).spec.text() == "fused_ar/h6144/bf16/fp8/gemma/w4/s1/views/graph/sm_90");
+  shape.views = false;
+  StagePolicy two = policy;
+  two.forced_stage = 2;
+  CHECK(plan_call(t, two, shape).spec.text() == "fused_ar/h6144/bf16/fp8/gemma/w4/s2/graph/sm_90");
 
   RmsnormQuantArgs a;
   a.hidden = 6144, a.mode.quant = Quant::fp8;

@@ -1,6 +1,7 @@
 // [gpu] The fused all-reduce with W virtual ranks on one GPU: every output bit-identical to
 // the CPU reference (rank-order fold, then the epilogue) on every rank, for both stages,
-// eager and graph; long runs; a missing rank gives PeerTimeout instead of a hang.
+// eager and graph (inputs copied, then registered and read where they lie); long runs; a
+// missing rank gives PeerTimeout instead of a hang.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -59,6 +60,7 @@ struct VirtualGroup {
     GroupOptions o;
     o.devices.assign(size_t(world), 0);
     o.max_tokens = kMaxTokens, o.max_hidden = kMaxHidden, o.timeout = timeout;
+    o.graph_calls = 1 << 16;  // every graph of the suite's cases gets its slots
     group = std::make_unique<Group>(o);
     const Device& dev = group->rank(0).device();
     const size_t n = size_t(kMaxTokens) * kMaxHidden;
@@ -167,6 +169,18 @@ void require_outputs(VirtualGroup& g, const Case& c, const reference::EpilogueOu
   }
 }
 
+// Every rank's staging buffer, poisoned or read back (the first `bytes`).
+void poison_staging(VirtualGroup& g, std::size_t bytes) {
+  const std::vector<std::uint8_t> poison(bytes, kPoison);
+  for (int r = 0; r < g.world(); ++r)
+    g.group->rank(r).device().copy_to_device(g.group->rank(r).input_buffer(), poison.data(), bytes);
+}
+bool staging_poisoned(VirtualGroup& g, int r, std::size_t bytes) {
+  std::vector<std::uint8_t> got(bytes);
+  g.group->rank(r).device().copy_to_host(got.data(), g.group->rank(r).input_buffer(), bytes);
+  return std::all_of(got.begin(), got.end(), [](std::uint8_t b) { return b == kPoison; });
+}
+
 void run_eager(VirtualGroup& g, const Case& c) {
   for (int r = 0; r < g.world(); ++r) g.group->rank(r).allreduce_rmsnorm(g.args(r, c), *g.ranks[size_t(r)].stream);
   g.sync();
@@ -185,6 +199,7 @@ void check_case(int world, const Case& c, bool with_graph) {
     require_outputs(g, c, expected, "stage " + std::to_string(stage) + " eager");
     if (!with_graph) continue;
     // 16 calls captured per rank, replayed 3 times: the epochs advance on the device.
+    g.group->register_graph_inputs();  // what other cases captured, so that this graph's calls are all that follow
     g.poison();
     std::vector<std::unique_ptr<Graph>> graphs;
     for (int r = 0; r < world; ++r) {
@@ -197,6 +212,23 @@ void check_case(int world, const Case& c, bool with_graph) {
     }
     g.sync();
     require_outputs(g, c, expected, "stage " + std::to_string(stage) + " graph");
+    // Registered: the replays read every contiguous input where it lies, the staging buffers
+    // untouched; strided inputs keep the copy.
+    const Group::GraphInputs registered = g.group->register_graph_inputs();
+    REQUIRE(registered.calls == 16);
+    REQUIRE(registered.in_place == (layout_of(c).input_stride == c.hidden || layout_of(c).input_stride == 0 ? 16 : 0));
+    g.poison();
+    const std::size_t input_bytes = std::size_t(c.tokens) * std::size_t(c.hidden) * 2;
+    poison_staging(g, input_bytes);
+    for (int replay = 0; replay < 2; ++replay) {
+      for (int r = 0; r < world; ++r) graphs[size_t(r)]->launch(*g.ranks[size_t(r)].stream);
+    }
+    g.sync();
+    require_outputs(g, c, expected, "stage " + std::to_string(stage) + " registered graph");
+    for (int r = 0; r < world; ++r) {
+      INFO("rank " << r);
+      CHECK(staging_poisoned(g, r, input_bytes) == (registered.in_place == 16));
+    }
   }
   g.group->force_stage(std::nullopt);
 }

@@ -286,6 +286,9 @@ def compile_and_graph(dist, aft, comm, rank, world, seed):
     with torch.cuda.graph(graph):
         static_out = layer(static_x, static_residual, static_weight)
     dist.barrier()
+    # The graph's inputs (h, in the graph's pool) are read where they lie after this; the replays
+    # below then check the bytes of the registered graph (the IPC path between processes).
+    assert comm.register_graph_inputs() == (2, 2)
     for step in range(2, 6):
         x, residual, weight = data(step)
         static_x.copy_(x), static_residual.copy_(residual), static_weight.copy_(weight)
@@ -432,6 +435,7 @@ def views(dist, aft, comm, rank, world, seed):
     with torch.cuda.graph(graph):
         replayed = comm.allreduce_rmsnorm(x_view, residual_nd, weight, eps, "fp8", "rms", pad_to_multiple=384)
     dist.barrier()
+    assert comm.register_graph_inputs() == (1, 0)  # a strided input keeps the copy
     graph.replay()
     torch.cuda.synchronize()
     for name, a, b in zip(("out", "residual_out", "scales"), replayed, static):
@@ -451,3 +455,70 @@ def test_processes_sharing_one_gpu(tmp_path, scenario, world):
         pytest.skip("W = 4 runs the numerics; the other scenarios at W = 4 with ARFUSE_PYTEST_ALL_WORLDS=1")
     seed = random.SystemRandom().randrange(1 << 30)
     mp.spawn(worker, args=(world, str(tmp_path / "store"), scenario, seed), nprocs=world, join=True)
+
+
+@pytest.mark.parametrize("stage", [1, 2])
+def test_virtual_ranks_graphs_read_registered_inputs_in_place(stage):
+    """W = 4 virtual ranks: graphs of the ops replay to the eager bytes, copying their inputs
+    before register_graph_inputs() and reading them where they lie after it (the staging buffers
+    left as poisoned); a strided input keeps the copy."""
+    import arfuse.torch as aft
+
+    world, tokens, hidden, dtype = 4, 33, 4096, torch.bfloat16
+    comms = aft.local_communicators([0] * world, max_tokens=MAX_TOKENS, max_hidden=MAX_HIDDEN, timeout=20.0)
+    try:
+        comms[0].force_stage(stage)
+        for c in comms:
+            c.prepare(hidden, dtype, "fp8", "rms")
+        seed = random.SystemRandom().randrange(1 << 30)
+        xs, residual, weight = rank_inputs(seed, world, tokens, hidden, dtype)
+        xs = [x.cuda() for x in xs]
+        wide = [torch.zeros(tokens, hidden + 64, dtype=dtype, device="cuda") for _ in range(world)]
+        for w, x in zip(wide, xs):
+            w[:, :hidden] = x
+        strided = [w[:, :hidden] for w in wide]
+        residual, weight = residual.cuda(), weight.cuda()
+        streams = [torch.cuda.Stream() for _ in comms]
+        staging = [c.input_buffer(tokens, hidden, dtype) for c in comms]
+
+        def layer(r, inputs):
+            res = residual.clone()
+            out, scales, _ = comms[r].allreduce_rmsnorm_(inputs[r], res, weight, 1e-6, "fp8", "rms")
+            return out, scales, res, comms[r].allreduce(inputs[r])
+
+        def each_rank(call):
+            results = []
+            for r, s in enumerate(streams):
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    results.append(call(r))
+            for s in streams:
+                torch.cuda.current_stream().wait_stream(s)
+            return results
+
+        for inputs, read_in_place in ((xs, True), (strided, False)):
+            eager = each_rank(lambda r: layer(r, inputs))
+            torch.cuda.synchronize()
+            graphs, captured = [], []
+            for r, s in enumerate(streams):
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g, stream=s):
+                    captured.append(layer(r, inputs))
+                graphs.append(g)
+            for registered in (False, True):
+                if registered:
+                    assert comms[0].register_graph_inputs() == (2, 2 if read_in_place else 0)
+                for t in staging:
+                    t.view(torch.int16).fill_(-1)
+                each_rank(lambda r: graphs[r].replay())
+                torch.cuda.synchronize()
+                comms[0].check()
+                where = f"stage {stage}, {'registered' if registered else 'copied'}, {'contiguous' if read_in_place else 'strided'}"
+                for r in range(world):
+                    for name, a, b in zip(("out", "scales", "residual", "sum"), captured[r], eager[r]):
+                        assert_same_bytes(a, b, f"rank {r} {name}: graph against eager, {where}")
+                    untouched = bool((staging[r].view(torch.int16) == -1).all())
+                    assert untouched == (registered and read_in_place), f"rank {r} staging buffer, {where}"
+    finally:
+        torch.cuda.synchronize()
+        comms[0].close()

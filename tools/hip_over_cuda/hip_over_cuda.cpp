@@ -165,6 +165,9 @@ hip::Runtime make_runtime() {
   a.hipStreamBeginCapture = [](void* s, int mode) -> hipError_t {
     return driver().cuStreamBeginCapture(static_cast<cuda::CUstream>(s), mode);
   };
+  a.hipStreamIsCapturing = [](void* s, int* status) -> hipError_t {
+    return driver().cuStreamIsCapturing(static_cast<cuda::CUstream>(s), status);
+  };
   a.hipStreamEndCapture = [](void* s, void** g) -> hipError_t {
     return driver().cuStreamEndCapture(static_cast<cuda::CUstream>(s), reinterpret_cast<cuda::CUgraph*>(g));
   };
@@ -210,6 +213,9 @@ hip::Runtime make_runtime() {
     return driver().cuIpcOpenMemHandle(reinterpret_cast<cuda::CUdeviceptr*>(p), handle, cu_flags);
   };
   a.hipIpcCloseMemHandle = [](void* p) -> hipError_t { return driver().cuIpcCloseMemHandle(ptr(p)); };
+  a.hipMemGetAddressRange = [](void** base, std::size_t* bytes, void* p) -> hipError_t {
+    return driver().cuMemGetAddressRange(reinterpret_cast<cuda::CUdeviceptr*>(base), bytes, ptr(p));
+  };
   return r;
 }
 

@@ -52,6 +52,9 @@ options:
                     ~/.cache/arfuse)
   --jobs N          worker processes (default: the number of cores)
   --memory-only     compile without storing anything (checks that every spec compiles)
+  --no-graph-kernels
+                    leave out the kernels of calls captured into graphs (the specs' graph_inputs:
+                    for groups with graph_calls 0, or templates older than those kernels)
   --json FILE       write a JSON report
   --dry-run         list the specs and stop
   --quiet           print only the summary and failures
@@ -111,6 +114,7 @@ std::vector<jit::KernelSpec> select_specs(const CommandLine& cl) {
   std::vector<jit::KernelSpec> unique;
   std::set<std::string> seen;
   for (const auto& s : specs) {
+    if (s.graph_inputs && cl.has("no-graph-kernels")) continue;
     if (seen.insert(s.text()).second) unique.push_back(s);
   }
   return unique;
@@ -293,7 +297,8 @@ int warmup(int argc, char** argv) {
   // A write past `ulimit -f` then fails (EFBIG): the cache removes its temporary and says why,
   // instead of the signal ending a worker mid-write. The workers inherit this.
   std::signal(SIGXFSZ, SIG_IGN);
-  CommandLine cl(argc, argv, {"dry-run", "quiet", "memory-only"}, {"target", "config", "cache-dir", "jobs", "json"});
+  CommandLine cl(argc, argv, {"dry-run", "quiet", "memory-only", "no-graph-kernels"},
+                 {"target", "config", "cache-dir", "jobs", "json"});
   if (!cl.positional().empty()) throw UsageError(fmt::format("unexpected argument '{}'", cl.positional()[0]));
   const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   const int jobs = int(cl.integer("jobs", cores, 1, 1024));

@@ -63,6 +63,8 @@ class Backend {
   virtual float elapsed_ms(NativeEvent start, NativeEvent end) const = 0;
 
   virtual void begin_capture(NativeStream stream) const = 0;
+  // Whether work enqueued on `stream` now is captured into a graph rather than run.
+  virtual bool capturing(NativeStream stream) const = 0;
   virtual void abort_capture(NativeStream stream) const noexcept = 0;
   virtual NativeGraph end_capture(NativeStream stream) const = 0;  // instantiated for replay
   virtual void launch_graph(NativeGraph graph, NativeStream stream) const = 0;
@@ -80,6 +82,8 @@ class Backend {
   virtual KernelResources resources(NativeFunction function) const = 0;
 
   virtual std::string export_ipc(const void* pointer) const = 0;
+  // The start of the allocation `pointer` lies in (what an IPC handle opens at).
+  virtual const void* allocation_base(const void* pointer) const = 0;
   virtual void* open_ipc(const std::string& handle) const = 0;  // on the current context
   virtual void close_ipc(void* pointer) const noexcept = 0;
 };

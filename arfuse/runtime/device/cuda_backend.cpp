@@ -153,6 +153,11 @@ class CudaBackend final : public Backend {
   void begin_capture(NativeStream s) const override {
     check(driver().cuStreamBeginCapture(stream_of(s), cuda::kCaptureModeThreadLocal), "cuStreamBeginCapture");
   }
+  bool capturing(NativeStream s) const override {
+    int status = 0;
+    check(driver().cuStreamIsCapturing(stream_of(s), &status), "cuStreamIsCapturing");
+    return status != 0;
+  }
   void abort_capture(NativeStream s) const noexcept override {
     cuda::CUgraph discard = nullptr;
     driver().cuStreamEndCapture(stream_of(s), &discard);
@@ -227,6 +232,12 @@ class CudaBackend final : public Backend {
     cuda::IpcMemHandle handle{};
     check(driver().cuIpcGetMemHandle(&handle, address(p)), "cuIpcGetMemHandle");
     return std::string(handle.reserved, sizeof(handle.reserved));
+  }
+  const void* allocation_base(const void* p) const override {
+    cuda::CUdeviceptr base = 0;
+    size_t bytes = 0;
+    check(driver().cuMemGetAddressRange(&base, &bytes, address(p)), "cuMemGetAddressRange");
+    return reinterpret_cast<const void*>(base);
   }
   void* open_ipc(const std::string& bytes) const override {
     cuda::IpcMemHandle handle{};

@@ -46,6 +46,7 @@ Driver bind_driver(const DynamicLibrary& lib) {
   lib.bind(d.cuStreamDestroy, "cuStreamDestroy_v2");
   lib.bind(d.cuStreamSynchronize, "cuStreamSynchronize");
   lib.bind(d.cuStreamBeginCapture, "cuStreamBeginCapture_v2");
+  lib.bind(d.cuStreamIsCapturing, "cuStreamIsCapturing");
   lib.bind(d.cuStreamEndCapture, "cuStreamEndCapture");
   lib.bind(d.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
   lib.bind(d.cuGraphLaunch, "cuGraphLaunch");
@@ -61,6 +62,7 @@ Driver bind_driver(const DynamicLibrary& lib) {
   lib.bind(d.cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess");
   lib.bind(d.cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId");
   lib.bind(d.cuIpcGetMemHandle, "cuIpcGetMemHandle");
+  lib.bind(d.cuMemGetAddressRange, "cuMemGetAddressRange_v2");
   lib.bind(d.cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2");
   lib.bind(d.cuIpcCloseMemHandle, "cuIpcCloseMemHandle");
   return d;

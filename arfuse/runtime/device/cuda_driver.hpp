@@ -110,6 +110,7 @@ struct Driver {
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuStreamBeginCapture)(CUstream, int);
+  CUresult (*cuStreamIsCapturing)(CUstream, int*);  // status: 0 none, 1 active, 2 invalidated
   CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
   CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long);
   CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
@@ -125,6 +126,7 @@ struct Driver {
   CUresult (*cuCtxEnablePeerAccess)(CUcontext, unsigned);
   CUresult (*cuDeviceGetPCIBusId)(char*, int, CUdevice);
   CUresult (*cuIpcGetMemHandle)(IpcMemHandle*, CUdeviceptr);
+  CUresult (*cuMemGetAddressRange)(CUdeviceptr*, size_t*, CUdeviceptr);
   CUresult (*cuIpcOpenMemHandle)(CUdeviceptr*, IpcMemHandle, unsigned);
   CUresult (*cuIpcCloseMemHandle)(CUdeviceptr);
 };

@@ -135,6 +135,7 @@ Stream::~Stream() {
 }
 
 void Stream::synchronize() const { backend().synchronize(stream_); }
+bool Stream::capturing() const { return backend().capturing(stream_); }
 void Stream::wait(const Event& event) const { backend().wait(stream_, event.native()); }
 
 void Stream::copy(void* to, const void* from, std::size_t bytes) const {

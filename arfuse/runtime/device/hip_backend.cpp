@@ -154,6 +154,11 @@ class HipBackend final : public Backend {
   void begin_capture(NativeStream s) const override {
     check(api().hipStreamBeginCapture(s, hip::kCaptureModeThreadLocal), "hipStreamBeginCapture");
   }
+  bool capturing(NativeStream s) const override {
+    int status = 0;
+    check(api().hipStreamIsCapturing(s, &status), "hipStreamIsCapturing");
+    return status != 0;
+  }
   void abort_capture(NativeStream s) const noexcept override {
     quietly([&] {
       hip::hipGraph_t discard = nullptr;
@@ -214,6 +219,12 @@ class HipBackend final : public Backend {
     hip::hipIpcMemHandle_t handle{};
     check(api().hipIpcGetMemHandle(&handle, const_cast<void*>(p)), "hipIpcGetMemHandle");
     return std::string(handle.reserved, sizeof(handle.reserved));
+  }
+  const void* allocation_base(const void* p) const override {
+    void* base = nullptr;
+    size_t bytes = 0;
+    check(api().hipMemGetAddressRange(&base, &bytes, const_cast<void*>(p)), "hipMemGetAddressRange");
+    return base;
   }
   void* open_ipc(const std::string& bytes) const override {
     hip::hipIpcMemHandle_t handle{};

@@ -59,6 +59,7 @@ void bind(const DynamicLibrary& lib, Api& a) {
   lib.bind(a.hipEventSynchronize, "hipEventSynchronize");
   lib.bind(a.hipEventElapsedTime, "hipEventElapsedTime");
   lib.bind(a.hipStreamBeginCapture, "hipStreamBeginCapture");
+  lib.bind(a.hipStreamIsCapturing, "hipStreamIsCapturing");
   lib.bind(a.hipStreamEndCapture, "hipStreamEndCapture");
   lib.bind(a.hipGraphInstantiateWithFlags, "hipGraphInstantiateWithFlags");
   lib.bind(a.hipGraphLaunch, "hipGraphLaunch");
@@ -71,6 +72,7 @@ void bind(const DynamicLibrary& lib, Api& a) {
   lib.bind(a.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor, "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor");
   lib.bind(a.hipFuncGetAttribute, "hipFuncGetAttribute");
   lib.bind(a.hipIpcGetMemHandle, "hipIpcGetMemHandle");
+  lib.bind(a.hipMemGetAddressRange, "hipMemGetAddressRange");
   lib.bind(a.hipIpcOpenMemHandle, "hipIpcOpenMemHandle");
   lib.bind(a.hipIpcCloseMemHandle, "hipIpcCloseMemHandle");
 }

@@ -82,6 +82,7 @@ struct Api {
   hipError_t (*hipEventSynchronize)(hipEvent_t);
   hipError_t (*hipEventElapsedTime)(float*, hipEvent_t, hipEvent_t);
   hipError_t (*hipStreamBeginCapture)(hipStream_t, int);
+  hipError_t (*hipStreamIsCapturing)(hipStream_t, int*);  // status: 0 none, 1 active, 2 invalidated
   hipError_t (*hipStreamEndCapture)(hipStream_t, hipGraph_t*);
   hipError_t (*hipGraphInstantiateWithFlags)(hipGraphExec_t*, hipGraph_t, unsigned long long);
   hipError_t (*hipGraphLaunch)(hipGraphExec_t, hipStream_t);
@@ -95,6 +96,7 @@ struct Api {
   hipError_t (*hipModuleOccupancyMaxActiveBlocksPerMultiprocessor)(int*, hipFunction_t, int, std::size_t);
   hipError_t (*hipFuncGetAttribute)(int*, int, hipFunction_t);
   hipError_t (*hipIpcGetMemHandle)(hipIpcMemHandle_t*, void*);
+  hipError_t (*hipMemGetAddressRange)(void**, size_t*, void*);
   hipError_t (*hipIpcOpenMemHandle)(void**, hipIpcMemHandle_t, unsigned);
   hipError_t (*hipIpcCloseMemHandle)(void*);
 };

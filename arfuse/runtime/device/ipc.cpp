@@ -11,6 +11,15 @@ std::string export_ipc_handle(const DeviceBuffer& buffer) {
   return device::backend().export_ipc(buffer.get());
 }
 
+IpcAddress export_ipc_address(const Device& device, const void* pointer) {
+  if (pointer == nullptr) throw Error("cannot export a null address");
+  device.make_current();
+  const device::Backend& b = device::backend();
+  const void* base = b.allocation_base(pointer);
+  return IpcAddress{b.export_ipc(base),
+                    std::size_t(static_cast<const char*>(pointer) - static_cast<const char*>(base))};
+}
+
 IpcMapping::IpcMapping(const Device& device, const std::string& handle) : device_(&device) {
   device.make_current();
   pointer_ = device::backend().open_ipc(handle);

@@ -64,7 +64,7 @@ Plan plan_call(const Topology& t, const StagePolicy& policy, const CallShape& c)
   const int stage = p.path == Path::one_stage ? 1 : 2;
   s.module = c.epilogue ? jit::Module::fused_ar : jit::Module::allreduce;
   if (c.epilogue) s.mode = c.mode;
-  s.world = t.world, s.stage = stage;
+  s.world = t.world, s.stage = stage, s.graph_inputs = c.graph_inputs;
   if (stage == 2) p.rows = (c.tokens + t.world - 1) / t.world;
   return p;
 }

@@ -25,8 +25,9 @@ struct CallShape {
   int tokens = 0;
   int hidden = 0;
   DType dtype = DType::bf16;
-  EpilogueMode mode;   // epilogue calls
-  bool views = false;  // a strided or padded tensor: the spec's views kernel
+  EpilogueMode mode;          // epilogue calls
+  bool views = false;         // a strided or padded tensor: the spec's views kernel
+  bool graph_inputs = false;  // captured with an input slot: the spec's graph_inputs kernel
 };
 
 // The tuning that applies to one group, looked up once when the group is made (not per call).

@@ -59,12 +59,14 @@ void validate_options(const GroupOptions& o) {
     throw Error(fmt::format("max_hidden: {}", e.what()));
   }
   if (o.timeout.count() <= 0) throw Error("timeout must be positive");
+  if (o.graph_calls < 0 || o.graph_calls > kMaxGraphCalls)
+    throw Error(fmt::format("graph_calls is {}; it must be from 0 to {}", o.graph_calls, kMaxGraphCalls));
 }
 
-RankBuffers::RankBuffers(int r, const Device& d, std::size_t capacity_bytes)
+RankBuffers::RankBuffers(int r, const Device& d, std::size_t capacity_bytes, int graph_calls)
     : rank(r),
       device(&d),
-      signal(d, sizeof(Signal), MemoryKind::signal),
+      signal(d, sizeof(Signal) + std::size_t(graph_calls) * sizeof(InputSlot), MemoryKind::signal),
       staging(d, capacity_bytes),
       gather(d, capacity_bytes) {
   signal.fill(0);
@@ -120,7 +122,8 @@ GroupResources set_up_in_process(const GroupOptions& o, const DeviceOpener& open
   t.multiprocessors = first.multiprocessors();
   for (auto& [ordinal, d] : by_device) t.multiprocessors = std::min(t.multiprocessors, d->multiprocessors());
   for (int r = 0; r < t.world; ++r) {
-    g.ranks.push_back(std::make_unique<RankBuffers>(r, *by_device[o.devices[size_t(r)]], capacity_bytes(o)));
+    g.ranks.push_back(
+        std::make_unique<RankBuffers>(r, *by_device[o.devices[size_t(r)]], capacity_bytes(o), o.graph_calls));
     add_peer(t, *g.ranks.back());
     t.local_ranks.push_back(r);
   }
@@ -226,6 +229,7 @@ void require_same_configuration(Bootstrap& b, const GroupOptions& o, int world) 
   require_agreement(b, "the transport", to_string(o.transport));
   require_agreement(b, "the timeout (ms)", std::to_string(o.timeout.count()));
   require_agreement(b, "check_calls", o.check_calls ? "on" : "off");
+  require_agreement(b, "graph_calls", std::to_string(o.graph_calls));
 }
 
 // Every rank learns that one could not open its device, instead of waiting for it.
@@ -259,7 +263,7 @@ GroupResources set_up_with_bootstrap(const GroupOptions& o, const jit::TuningTab
   t.multiprocessors = device.multiprocessors();
   t.local_ranks = {me};
 
-  g.ranks.push_back(std::make_unique<RankBuffers>(me, device, capacity_bytes(o)));
+  g.ranks.push_back(std::make_unique<RankBuffers>(me, device, capacity_bytes(o), o.graph_calls));
   const RankBuffers& mine = *g.ranks[0];
   add_peer(t, mine);
   detail::RankIdentity identity = detail::local_identity(device);

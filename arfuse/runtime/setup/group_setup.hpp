@@ -5,14 +5,18 @@
 //
 //   rank r, on its device
 //   +------------------------------------------+
-//   | signal  Signal (templates/signal.cuh)    |  flags written by peers, epochs, error word
+//   | signal  Signal (templates/signal.cuh)    |  flags written by peers, epochs, error word,
+//   |         InputSlot[graph_calls]           |  then where captured calls read each input
 //   | staging T[max_tokens * max_hidden]       |  this rank's input, read by every rank
 //   | gather  T[max_tokens * max_hidden]       |  two-stage: reduced rows pushed by all ranks
 //   +------------------------------------------+
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "arfuse/allreduce.hpp"
@@ -26,7 +30,7 @@
 namespace arfuse {
 
 struct RankBuffers {
-  RankBuffers(int rank, const Device& device, std::size_t capacity_bytes);
+  RankBuffers(int rank, const Device& device, std::size_t capacity_bytes, int graph_calls);
   int rank;
   const Device* device;
   DeviceBuffer signal, staging, gather;
@@ -36,6 +40,8 @@ struct GroupResources {
   Topology topology;
   std::vector<std::unique_ptr<RankBuffers>> ranks;    // the ranks this process drives, in rank order
   std::vector<std::unique_ptr<IpcMapping>> mappings;  // peers' buffers in other processes
+  // Allocations of peers' captured inputs (Group::register_graph_inputs), by rank and handle.
+  std::map<std::pair<int, std::string>, std::unique_ptr<IpcMapping>> input_mappings;
   std::unique_ptr<NcclCommunicator> nccl;
 };
 

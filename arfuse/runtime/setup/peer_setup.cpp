@@ -19,6 +19,8 @@ namespace {
 
 constexpr const char* kIdentityFormat = "arfuse-rank-identity-1";
 
+}  // namespace
+
 std::string to_hex(const std::string& bytes) {
   std::string out;
   for (unsigned char c : bytes) out += fmt::format("{:02x}", c);
@@ -36,6 +38,8 @@ std::string from_hex(const std::string& hex) {
   for (std::size_t i = 0; i < hex.size(); i += 2) out += char(digit(hex[i]) * 16 + digit(hex[i + 1]));
   return out;
 }
+
+namespace {
 
 std::string read_first_line(const char* path) {
   std::ifstream in(path);
