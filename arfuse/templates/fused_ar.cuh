@@ -205,26 +205,33 @@ __device__ __forceinline__ bool read_input_slot(const FusedArgs& a, const Signal
   return slot.rows[a.rank] != nullptr;
 }
 
+// The graph_inputs kernels' shared copy of where each rank's rows lie (one per block; only
+// those kernels instantiate it, so the others' shared memory is as it was).
+template <int W>
+__device__ __forceinline__ auto graph_rows() -> const void* (&)[W] {
+  __shared__ const void* rows[W];
+  return rows;
+}
+
 // Where the kernel reads each rank's rows: the staging buffers, or what the input slot says.
 template <bool GRAPH_INPUTS, int W>
-__device__ __forceinline__ const auto& rows_to_fold(const FusedArgs& a, const void* (&graph_rows)[W]) {
+__device__ __forceinline__ const auto& rows_to_fold(const FusedArgs& a) {
   if constexpr (GRAPH_INPUTS) {
-    return graph_rows;
+    return graph_rows<W>();
   } else {
     return a.peers.staging;
   }
 }
 
-// The kernels' body. The shared memory is the kernel's own (declared there, so that each
-// kernel's symbols and layout are its own).
+// The kernels' body.
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, int W, int STAGE,
           bool EPILOGUE, bool VIEWS, bool GRAPH_INPUTS>
-__device__ __forceinline__ void fused_ar(const FusedArgs& a, ReduceScratch& scratch, int& failed,
-                                         Vec16 (&staged_weight)[EPILOGUE ? THREADS * VPT : 1],
-                                         const void* (&graph_rows)[W]) {
+__device__ __forceinline__ void fused_ar(const FusedArgs& a) {
   static_assert(W >= 2 && W <= kMaxWorld, "world size");
   static_assert(STAGE == 1 || STAGE == 2, "stage");
   wait_for_previous_kernel();  // before the signal reads: the previous call's blocks write them last
+  __shared__ ReduceScratch scratch;
+  __shared__ int failed;
   if (threadIdx.x == 0) failed = 0;
   Signal* self = a.peers.signal[a.rank];
   u32 epoch = self->epoch[blockIdx.x];  // read by all before any write (the write is last)
@@ -236,11 +243,12 @@ __device__ __forceinline__ void fused_ar(const FusedArgs& a, ReduceScratch& scra
                                                                           : 0u)
                                 : 0;
   bool copy = a.input != nullptr;
-  if constexpr (GRAPH_INPUTS) copy = !read_input_slot<W>(a, self, graph_rows) && copy;
+  if constexpr (GRAPH_INPUTS) copy = !read_input_slot<W>(a, self, graph_rows<W>()) && copy;
   // The previous call's exit barrier guarantees no peer still reads the staging buffer (or, where
   // the peers read this rank's input where it lies, the input).
   if (copy) stage_own_rows<T, H, THREADS, VPT, W, STAGE, VIEWS>(a);
   // Once per block for all its rows, in flight while the block waits at the entry barrier.
+  __shared__ Vec16 staged_weight[EPILOGUE ? THREADS * VPT : 1];
   StagedWeight weight{staged_weight};
   if constexpr (EPILOGUE) weight = stage_weight<T, H, THREADS, VPT>(static_cast<const T*>(a.weight), staged_weight);
 
@@ -256,7 +264,7 @@ __device__ __forceinline__ void fused_ar(const FusedArgs& a, ReduceScratch& scra
     const QuantScale quant_scale = quant_scale_of<QUANT>(scale_value);
     if constexpr (EPILOGUE)
       zero_scale_padding<THREADS, QUANT>(a.scales, a.tokens, a.scale_row_stride, a.scale_group_stride);
-    const auto& rows = rows_to_fold<GRAPH_INPUTS>(a, graph_rows);
+    const auto& rows = rows_to_fold<GRAPH_INPUTS, W>(a);
     if (STAGE == 1) {
       reduce_rows<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, W, EPILOGUE, VIEWS>(a, rows, weight, quant_scale,
                                                                                      scratch);
@@ -299,12 +307,7 @@ __device__ __forceinline__ void fused_ar(const FusedArgs& a, ReduceScratch& scra
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, int W, int STAGE,
           bool EPILOGUE, bool VIEWS, int MIN_BLOCKS>
 __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedArgs a) {
-  __shared__ ReduceScratch scratch;
-  __shared__ int failed;
-  __shared__ Vec16 staged_weight[EPILOGUE ? THREADS * VPT : 1];
-  const void* no_graph_rows[W];  // unused: this kernel reads the staging buffers
-  fused_ar<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, W, STAGE, EPILOGUE, VIEWS, false>(
-      a, scratch, failed, staged_weight, no_graph_rows);
+  fused_ar<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, W, STAGE, EPILOGUE, VIEWS, false>(a);
 }
 
 // The kernel of a call captured in a graph (the spec's graph_inputs): as fused_ar_kernel, each
@@ -312,12 +315,7 @@ __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_kernel(FusedA
 template <typename T, int H, int THREADS, int VPT, int QUANT, int NORM, int GROUP, int SCALE, int W, int STAGE,
           bool EPILOGUE, bool VIEWS, int MIN_BLOCKS>
 __global__ void ARFUSE_LAUNCH_BOUNDS(THREADS, MIN_BLOCKS) fused_ar_graph_kernel(FusedArgs a) {
-  __shared__ ReduceScratch scratch;
-  __shared__ int failed;
-  __shared__ Vec16 staged_weight[EPILOGUE ? THREADS * VPT : 1];
-  __shared__ const void* graph_rows[W];
-  fused_ar<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, W, STAGE, EPILOGUE, VIEWS, true>(a, scratch, failed,
-                                                                                           staged_weight, graph_rows);
+  fused_ar<T, H, THREADS, VPT, QUANT, NORM, GROUP, SCALE, W, STAGE, EPILOGUE, VIEWS, true>(a);
 }
 
 }  // namespace arfuse
