@@ -2,6 +2,8 @@
 // parsing and the one-/two-stage dispatch.
 #include "arfuse/group.hpp"
 
+#include <fmt/format.h>
+
 #include <memory>
 #include <type_traits>
 
@@ -256,6 +258,12 @@ TEST_CASE("a group with bad options is refused before touching a device", "[cpu]
   REQUIRE_THROWS_WITH(Group(o), Contains("max_tokens is 134217728; it must be from 1 to 134217727"));
   o.max_tokens = 16, o.max_hidden = 4100;
   REQUIRE_THROWS_WITH(Group(o), Contains("max_hidden"));
+  o.max_hidden = 4096;
+  for (int calls : {-1, kMaxGraphCalls + 1}) {
+    o.graph_calls = calls;
+    REQUIRE_THROWS_WITH(Group(o),
+                        Contains(fmt::format("graph_calls is {}; it must be from 0 to {}", calls, kMaxGraphCalls)));
+  }
 }
 
 TEST_CASE("a group of one rank without a GPU says the device is unavailable", "[cpu][group][nogpu]") {

@@ -296,6 +296,8 @@ def test_communicator_without_a_gpu_is_unavailable(tmp_path):
     (dict(devices=[0, 0], max_tokens=8, max_hidden=True), "max_hidden is True"),
     (dict(devices=[0, 0], max_tokens=8, max_hidden=64, dtype=torch.float32), "torch.bfloat16 or torch.float16"),
     (dict(devices=[0, 0], max_tokens=8, max_hidden=64, timeout="5"), "timeout is '5'"),
+    (dict(devices=[0, 0], max_tokens=8, max_hidden=64, graph_calls=-1), "graph_calls is -1"),
+    (dict(devices=[0, 0], max_tokens=8, max_hidden=64, graph_calls=1.5), "graph_calls is 1.5"),
 ])
 def test_local_group_arguments(kwargs, words):
     with pytest.raises(arfuse.Error) as raised:
