@@ -47,8 +47,9 @@ class TPBlock(torch.nn.Module):
         return normed @ self.up, residual
 
 
-def step_time(fn, activation, residual, steps, repeats):
-    """Median microseconds of one call of `fn`, replayed from a CUDA graph of `steps` calls."""
+def step_time(fn, activation, residual, steps, repeats, comm):
+    """Median microseconds of one call of `fn`, replayed from a CUDA graph of `steps` calls (the
+    arfuse ops in it reading their inputs where they lie: comm.register_graph_inputs())."""
     with torch.no_grad():
         for _ in range(3):  # compiles, and NCCL's and arfuse's first-call set-up, outside the graph
             fn(activation, residual)
@@ -58,6 +59,7 @@ def step_time(fn, activation, residual, steps, repeats):
         with torch.cuda.graph(graph):
             for _ in range(steps):
                 fn(activation, residual)
+    comm.register_graph_inputs()
     times = []
     for _ in range(repeats):
         torch.cuda.synchronize()
@@ -85,10 +87,11 @@ def time_both(block, comm, rank, world, args):
         activation = activation.contiguous().cuda()
         residual = torch.randn(tokens, args.hidden, generator=g).bfloat16().cuda()
         torch._dynamo.reset()
-        unfused = step_time(torch.compile(block, dynamic=False), activation, residual, args.steps, args.repeats)
+        unfused = step_time(torch.compile(block, dynamic=False), activation, residual, args.steps, args.repeats,
+                            comm)
         torch._dynamo.reset()
         fused = step_time(torch.compile(block, dynamic=False, options=fusion.options(comm)), activation, residual,
-                          args.steps, args.repeats)
+                          args.steps, args.repeats, comm)
         comm.check()
         if rank == 0:
             print(f"| {tokens} | {args.hidden} | {world} | {unfused:.2f} | {fused:.2f} | {unfused - fused:.2f} |",
