@@ -30,20 +30,17 @@ jit::KernelSpec spec_for(const Context& ctx, jit::Module module, int hidden, DTy
 
 const LaunchableKernel* loaded_kernel(Context& ctx, const jit::KernelSpec& spec) {
   ContextState& c = ContextAccess::of(ctx);
+  if (spec.target != c.device.target()) return nullptr;
+  const std::uint64_t packed = spec.packed();
   std::lock_guard<std::mutex> lock(c.mutex);
-  auto it = c.loaded.find(spec.packed());
-  return it != c.loaded.end() && spec.target == c.device.target() ? it->second.get() : nullptr;
+  auto it = c.loaded.find(packed);
+  return it != c.loaded.end() ? it->second.get() : nullptr;
 }
 
 const LaunchableKernel& load_kernel(Context& ctx, const jit::KernelSpec& requested) {
+  if (const LaunchableKernel* k = loaded_kernel(ctx, requested)) return *k;
   ContextState& c = ContextAccess::of(ctx);
   const bool own_target = requested.target == c.device.target();
-  const std::uint64_t packed = requested.packed();
-  if (own_target) {
-    std::lock_guard<std::mutex> lock(c.mutex);
-    auto it = c.loaded.find(packed);
-    if (it != c.loaded.end()) return *it->second;
-  }
   const std::string key = requested.text();
   std::shared_future<std::shared_ptr<const LaunchableKernel>> future;
   std::promise<std::shared_ptr<const LaunchableKernel>> promise;
@@ -68,7 +65,7 @@ const LaunchableKernel& load_kernel(Context& ctx, const jit::KernelSpec& request
     promise.set_value(k);
     if (own_target) {
       std::lock_guard<std::mutex> lock(c.mutex);
-      c.loaded.emplace(packed, k);
+      c.loaded.emplace(requested.packed(), k);
     }
     return *k;
   } catch (...) {
