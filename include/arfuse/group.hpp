@@ -48,10 +48,11 @@ class ARFUSE_API Rank {
   void allreduce_rmsnorm(const AllreduceRmsnormArgs& args, const Stream& stream);
   void allreduce(const AllreduceArgs& args, const Stream& stream);
   // Loads (compiling on a cache miss) every kernel a call with these parameters can take, on
-  // either stage, eager or captured in a graph (GroupOptions::graph_calls). Call it on every rank before the first call
-  // of a shape: with several ranks on one GPU, loading a kernel while a peer's kernel waits at a barrier can stall the
-  // load until that peer times out. The kernels of contiguous calls; a call with row strides or a padded out takes its
-  // own kernels (the spec's views field), loaded on its first call.
+  // either stage, eager or captured in a graph (GroupOptions::graph_calls). Call it on every
+  // rank before the first call of a shape: with several ranks on one GPU, loading a kernel while
+  // a peer's kernel waits at a barrier can stall the load until that peer times out.
+  // The kernels of contiguous calls; a call with row strides or a padded out takes its own
+  // kernels (the spec's views field), loaded on its first call.
   void prepare(int hidden, DType dtype, const EpilogueMode& mode = {});
   // The path this rank's last call took (none before the first call).
   std::optional<Path> last_path() const;

@@ -25,9 +25,9 @@ examples/eager_host_overhead.cpp do), so the numbers compare with those tools' n
         without it (the kernel first copies its input into the staging buffer, as an eager call
         does); with the input in the staging buffer itself ("staged in",
         Communicator.input_buffer), which is how `arfuse-bench fused` times the same shape;
-        "op graph" checks that every captured input was registered in place; and the binding in the graph with
-        the staged input and outputs allocated once ("binding staged"): the same kernel
-        launches without the op's per-call output allocations, to tell their cost from the
+        "op graph" checks that every captured input was registered in place; and the binding in
+        the graph with the staged input and outputs allocated once ("binding staged"): the same
+        kernel launches without the op's per-call output allocations, to tell their cost from the
         kernel's; and that again with a separate residual_out ("+ residual_out"), as
         arfuse-bench fused calls it, to tell the in-place residual's cost.
 """

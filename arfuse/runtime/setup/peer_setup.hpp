@@ -29,12 +29,12 @@ struct RankIdentity {
   static RankIdentity parse(const std::string& bytes, int rank);
 };
 
-// This machine, this process and `device`; buffers and handles are filled in by the caller.
 // Bytes (an IPC handle) as lower-case hex for the bootstrap's text, and back; from_hex throws
 // Error for text that is not hex.
 std::string to_hex(const std::string& bytes);
 std::string from_hex(const std::string& hex);
 
+// This machine, this process and `device`; buffers and handles are filled in by the caller.
 RankIdentity local_identity(const Device& device);
 
 std::vector<RankIdentity> exchange_identities(Bootstrap& bootstrap, const RankIdentity& mine);
